@@ -1,0 +1,29 @@
+# Two entry points: `make run` (the main job) and `make test` (the test suite).
+# Each creates its own virtual environment in .venv with the pinned versions of constraints.txt.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+ARGS ?=
+
+.PHONY: run test install bench clean
+
+$(BIN)/torchstream: pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -c constraints.txt torch==2.13.0
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[test]"
+	touch $(BIN)/torchstream
+
+install: $(BIN)/torchstream
+
+run: install
+	$(BIN)/torchstream run $(ARGS)
+
+test: install
+	$(BIN)/python -m pytest
+
+bench: install
+	$(BIN)/python scripts/bench_learners.py
+
+clean:
+	rm -rf $(VENV) runs

@@ -1,0 +1,417 @@
+"""Feature schema: names, kinds and the dict / frame <-> float tensor encoding.
+
+A :class:`Schema` is the single place where rows at the edges of the toolkit (river-style
+``dict`` rows, pandas frames, CSV records) become float tensors ``[n, d]``.
+
+Policies (stated once, applied everywhere):
+
+* **Missing values** (``None``, ``float('nan')``, or a CSV missing token) are an error for a
+  feature unless it is declared ``nullable``. A nullable numeric feature is encoded as two
+  columns: its value (``fill_value`` where missing) and a ``"<name>:missing"`` indicator
+  (1.0 where missing). A nullable categorical feature gets an explicit ``"<missing>"`` category.
+* **Unseen categories** are an error (``unseen="error"``, the default) or go to an explicit
+  ``"<other>"`` category (``unseen="other"``), which has its own one-hot column / ordinal code.
+* **Infinite values** are always an error. A dict row with an unknown key or without a
+  declared feature is an error that names the key and the row.
+
+Example
+-------
+>>> schema = Schema([Feature("age"), Feature("color", "categorical", ("red", "blue"))])
+>>> schema.columns
+('age', 'color=red', 'color=blue')
+>>> schema.encode([{"age": 30, "color": "blue"}]).tolist()
+[[30.0, 0.0, 1.0]]
+>>> schema.encode([{"age": 30, "color": "green"}])
+Traceback (most recent call last):
+...
+ValueError: row 0, column 'color': unseen category 'green' (known: 'red', 'blue'); use unseen='other' to map it to '<other>'
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import torch
+
+FeatureKind = Literal["numeric", "categorical"]
+MISSING = "<missing>"
+OTHER = "<other>"
+
+__all__ = ["Feature", "Schema", "MISSING", "OTHER", "is_missing"]
+
+
+def is_missing(value: Any) -> bool:
+    """``True`` for ``None`` and NaN (the two spellings of a missing value in a row)."""
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+@dataclass(frozen=True)
+class Feature:
+    """One input feature.
+
+    Parameters
+    ----------
+    name
+        The key of the feature in a dict row (any hashable; strings and ints are common).
+    kind
+        ``"numeric"`` or ``"categorical"``.
+    categories
+        Known categories of a categorical feature, in code order.
+    nullable
+        Whether missing values are allowed (see the module's policies).
+    fill_value
+        Value written in the numeric column where a nullable numeric feature is missing.
+    """
+
+    name: Hashable
+    kind: FeatureKind = "numeric"
+    categories: tuple[Any, ...] = field(default=())
+    nullable: bool = False
+    fill_value: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("numeric", "categorical"):
+            raise ValueError(
+                f"feature {self.name!r}: kind must be 'numeric' or 'categorical', got {self.kind!r}"
+            )
+        if self.kind == "numeric" and self.categories:
+            raise ValueError(f"feature {self.name!r}: a numeric feature has no categories")
+        if len(set(self.categories)) != len(self.categories):
+            raise ValueError(f"feature {self.name!r}: duplicate categories {self.categories!r}")
+        object.__setattr__(self, "categories", tuple(self.categories))
+
+
+class Schema:
+    """Ordered features and their encoding into float columns.
+
+    Parameters
+    ----------
+    features
+        :class:`Feature` objects, or bare names for numeric features.
+    encoding
+        ``"onehot"`` (one column per category) or ``"ordinal"`` (one column holding the code).
+    unseen
+        ``"error"`` or ``"other"``: what an unseen category becomes.
+    """
+
+    def __init__(
+        self,
+        features: Iterable[Feature | Hashable],
+        *,
+        encoding: Literal["onehot", "ordinal"] = "onehot",
+        unseen: Literal["error", "other"] = "error",
+    ) -> None:
+        feats = tuple(f if isinstance(f, Feature) else Feature(f) for f in features)
+        if not feats:
+            raise ValueError("a Schema needs at least one feature")
+        names = [f.name for f in feats]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise ValueError(f"duplicate feature names: {sorted(map(str, dup))}")
+        if encoding not in ("onehot", "ordinal"):
+            raise ValueError(f"encoding must be 'onehot' or 'ordinal', got {encoding!r}")
+        if unseen not in ("error", "other"):
+            raise ValueError(f"unseen must be 'error' or 'other', got {unseen!r}")
+        self.features = feats
+        self.encoding = encoding
+        self.unseen = unseen
+        self.names: tuple[Hashable, ...] = tuple(names)
+        self._name_set = frozenset(names)
+        self._index = {n: i for i, n in enumerate(names)}
+        # Per feature: its categories including the explicit extra ones, and its column offset.
+        self._levels: list[tuple[Any, ...]] = []
+        self._codes: list[dict[Any, int]] = []
+        columns: list[str] = []
+        self._offsets: list[int] = []
+        for f in feats:
+            self._offsets.append(len(columns))
+            if f.kind == "numeric":
+                self._levels.append(())
+                self._codes.append({})
+                columns.append(str(f.name))
+                if f.nullable:
+                    columns.append(f"{f.name}:missing")
+            else:
+                levels = list(f.categories)
+                if f.nullable:
+                    levels.append(MISSING)
+                if unseen == "other":
+                    levels.append(OTHER)
+                self._levels.append(tuple(levels))
+                self._codes.append({c: i for i, c in enumerate(levels)})
+                if encoding == "onehot":
+                    columns.extend(f"{f.name}={c}" for c in levels)
+                else:
+                    columns.append(str(f.name))
+        self.columns: tuple[str, ...] = tuple(columns)
+        self._plain_numeric = all(f.kind == "numeric" and not f.nullable for f in feats)
+
+    # ------------------------------------------------------------------ description
+    @property
+    def n_features(self) -> int:
+        """Number of raw features (dict keys)."""
+        return len(self.features)
+
+    @property
+    def n_columns(self) -> int:
+        """Number of encoded float columns ``d``."""
+        return len(self.columns)
+
+    def __repr__(self) -> str:
+        kinds = ", ".join(f"{f.name}:{f.kind[:3]}" for f in self.features)
+        return f"Schema([{kinds}], encoding={self.encoding!r}, d={self.n_columns})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Schema) and self.to_dict() == other.to_dict()
+
+    # ------------------------------------------------------------------ inference
+    @classmethod
+    def infer(
+        cls,
+        rows: Iterable[Mapping[Hashable, Any]],
+        *,
+        categorical: Iterable[Hashable] = (),
+        **kwargs: Any,
+    ) -> Schema:
+        """Infer a schema from dict rows.
+
+        A feature is categorical when it is listed in ``categorical`` or when any of its
+        non-missing values is a string or a bool; categories are kept in order of first
+        appearance. A feature is nullable when any row holds a missing value for it. Numeric
+        nullable features are filled with their observed mean.
+        """
+        forced = set(categorical)
+        order: list[Hashable] = []
+        seen_cats: dict[Hashable, dict[Any, None]] = {}
+        numeric_sum: dict[Hashable, float] = {}
+        numeric_n: dict[Hashable, int] = {}
+        nullable: set[Hashable] = set()
+        n_rows = 0
+        for i, row in enumerate(rows):
+            n_rows += 1
+            if i == 0:
+                order = list(row)
+            elif row.keys() != set(order):
+                missing = [k for k in order if k not in row]
+                extra = [k for k in row if k not in set(order)]
+                raise ValueError(
+                    f"row {i}: keys differ from row 0 (missing {missing}, unexpected {extra})"
+                )
+            for k, v in row.items():
+                if is_missing(v):
+                    nullable.add(k)
+                elif k in forced or isinstance(v, (str, bool)) or k in seen_cats:
+                    if k in numeric_n and k not in seen_cats:
+                        raise ValueError(
+                            f"row {i}, column {k!r}: value {v!r} is not numeric but earlier rows "
+                            f"were; declare the feature categorical or fix the value"
+                        )
+                    seen_cats.setdefault(k, {})[v] = None
+                else:
+                    if isinstance(v, float) and math.isinf(v):
+                        raise ValueError(f"row {i}, column {k!r}: infinite value")
+                    numeric_sum[k] = numeric_sum.get(k, 0.0) + float(v)
+                    numeric_n[k] = numeric_n.get(k, 0) + 1
+        if n_rows == 0:
+            raise ValueError("cannot infer a schema from an empty sequence of rows")
+        feats = []
+        for k in order:
+            if k in seen_cats:
+                feats.append(Feature(k, "categorical", tuple(seen_cats[k]), nullable=k in nullable))
+            else:
+                n = numeric_n.get(k, 0)
+                fill = numeric_sum[k] / n if n else 0.0
+                feats.append(Feature(k, "numeric", nullable=k in nullable, fill_value=fill))
+        return cls(feats, **kwargs)
+
+    # ------------------------------------------------------------------ encoding
+    def encode(
+        self,
+        rows: Sequence[Mapping[Hashable, Any]] | Any,
+        *,
+        dtype: torch.dtype = torch.float32,
+        device: torch.device | str | None = None,
+        first_row: int = 0,
+    ) -> torch.Tensor:
+        """Encode dict rows (or a pandas DataFrame) into a tensor ``[n, d]``.
+
+        ``first_row`` is the index of ``rows[0]`` in its stream; it is used in error messages.
+        """
+        if hasattr(rows, "to_dict") and hasattr(rows, "columns"):  # pandas DataFrame
+            rows = rows.to_dict(orient="records")
+        if isinstance(rows, Mapping):
+            raise TypeError("encode expects a sequence of rows; use encode_one for a single dict")
+        if self._plain_numeric:
+            values = [self._numeric_row(r, first_row + i) for i, r in enumerate(rows)]
+            out = torch.tensor(values, dtype=torch.float64).reshape(len(values), self.n_columns)
+            self._check_finite(out, first_row)
+        else:
+            values = [self._mixed_row(r, first_row + i) for i, r in enumerate(rows)]
+            out = torch.tensor(values, dtype=torch.float64).reshape(len(values), self.n_columns)
+        return out.to(device=device, dtype=dtype)
+
+    def encode_one(
+        self,
+        row: Mapping[Hashable, Any],
+        *,
+        dtype: torch.dtype = torch.float32,
+        device: torch.device | str | None = None,
+    ) -> torch.Tensor:
+        """Encode one dict row into a tensor ``[d]``."""
+        return self.encode([row], dtype=dtype, device=device)[0]
+
+    def _check_keys(self, row: Mapping[Hashable, Any], i: int) -> None:
+        if not isinstance(row, Mapping):
+            raise TypeError(f"row {i}: expected a dict, got {type(row).__name__}")
+        if row.keys() != self._name_set:
+            missing = [str(n) for n in self.names if n not in row]
+            extra = [str(k) for k in row if k not in self._name_set]
+            parts = []
+            if missing:
+                parts.append(f"missing features {missing}")
+            if extra:
+                parts.append(f"unknown features {extra}")
+            raise ValueError(f"row {i}: " + " and ".join(parts))
+
+    def _numeric_row(self, row: Mapping[Hashable, Any], i: int) -> list[float]:
+        self._check_keys(row, i)
+        try:
+            return [float(row[n]) for n in self.names]
+        except (TypeError, ValueError):
+            for n in self.names:
+                v = row[n]
+                if v is None:
+                    raise ValueError(
+                        f"row {i}, column {n!r}: missing value in a feature that is not nullable"
+                    ) from None
+                try:
+                    float(v)
+                except (TypeError, ValueError):
+                    raise ValueError(
+                        f"row {i}, column {n!r}: non-numeric value {v!r} in a numeric feature"
+                    ) from None
+            raise
+
+    def _check_finite(self, out: torch.Tensor, first_row: int) -> None:
+        bad = ~torch.isfinite(out)
+        if bool(bad.any()):
+            r, c = (int(v) for v in bad.nonzero()[0])
+            what = "missing (NaN)" if math.isnan(float(out[r, c])) else "infinite"
+            raise ValueError(
+                f"row {first_row + r}, column {self.columns[c]!r}: {what} value in a feature "
+                f"that is not nullable"
+            )
+
+    def _mixed_row(self, row: Mapping[Hashable, Any], i: int) -> list[float]:
+        self._check_keys(row, i)
+        out: list[float] = []
+        for j, f in enumerate(self.features):
+            v = row[f.name]
+            missing = is_missing(v)
+            if missing and not f.nullable:
+                raise ValueError(
+                    f"row {i}, column {f.name!r}: missing value in a feature that is not nullable"
+                )
+            if f.kind == "numeric":
+                if missing:
+                    out.append(f.fill_value)
+                else:
+                    try:
+                        x = float(v)
+                    except (TypeError, ValueError):
+                        raise ValueError(
+                            f"row {i}, column {f.name!r}: non-numeric value {v!r} in a numeric "
+                            f"feature"
+                        ) from None
+                    if not math.isfinite(x):
+                        raise ValueError(f"row {i}, column {f.name!r}: infinite value")
+                    out.append(x)
+                if f.nullable:
+                    out.append(1.0 if missing else 0.0)
+                continue
+            codes = self._codes[j]
+            if missing:
+                code = codes[MISSING]
+            else:
+                code = codes.get(v)
+                if code is None:
+                    if self.unseen == "other":
+                        code = codes[OTHER]
+                    else:
+                        known = ", ".join(repr(c) for c in f.categories)
+                        raise ValueError(
+                            f"row {i}, column {f.name!r}: unseen category {v!r} (known: {known}); "
+                            f"use unseen='other' to map it to '{OTHER}'"
+                        )
+            if self.encoding == "ordinal":
+                out.append(float(code))
+            else:
+                onehot = [0.0] * len(codes)
+                onehot[code] = 1.0
+                out.extend(onehot)
+        return out
+
+    # ------------------------------------------------------------------ decoding
+    def decode(self, X: torch.Tensor) -> list[dict[Hashable, Any]]:
+        """Turn encoded rows ``[n, d]`` back into dict rows.
+
+        Numeric features give floats (``None`` where the missing indicator is set); categorical
+        features give the category with the largest one-hot value (or the rounded ordinal code).
+        This is how perturbed tensors reach models that only read dicts (river adapters).
+        """
+        if X.dim() != 2 or X.shape[1] != self.n_columns:
+            raise ValueError(f"decode expects a tensor [n, {self.n_columns}], got {list(X.shape)}")
+        cols = X.detach().to("cpu", torch.float64).numpy()
+        rows: list[dict[Hashable, Any]] = [{} for _ in range(cols.shape[0])]
+        for j, f in enumerate(self.features):
+            o = self._offsets[j]
+            if f.kind == "numeric":
+                vals = cols[:, o].tolist()
+                if f.nullable:
+                    miss = (cols[:, o + 1] > 0.5).tolist()
+                    vals = [None if m else v for v, m in zip(vals, miss)]
+            else:
+                levels = self._levels[j]
+                if self.encoding == "onehot":
+                    codes = cols[:, o : o + len(levels)].argmax(axis=1).tolist()
+                else:
+                    codes = cols[:, o].round().clip(0, len(levels) - 1).astype(int).tolist()
+                vals = [None if levels[c] == MISSING else levels[c] for c in codes]
+            for r, v in zip(rows, vals):
+                r[f.name] = v
+        return rows
+
+    def feature_columns(self, name: Hashable) -> slice:
+        """The slice of encoded columns that belong to feature ``name``."""
+        j = self._index[name]
+        end = self._offsets[j + 1] if j + 1 < len(self._offsets) else self.n_columns
+        return slice(self._offsets[j], end)
+
+    # ------------------------------------------------------------------ persistence
+    def to_dict(self) -> dict[str, Any]:
+        """A plain-Python description (JSON-able for str / int names and categories)."""
+        return {
+            "encoding": self.encoding,
+            "unseen": self.unseen,
+            "features": [
+                {
+                    "name": f.name,
+                    "kind": f.kind,
+                    "categories": list(f.categories),
+                    "nullable": f.nullable,
+                    "fill_value": f.fill_value,
+                }
+                for f in self.features
+            ],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Schema:
+        feats = [
+            Feature(d["name"], d["kind"], tuple(d["categories"]), d["nullable"], d["fill_value"])
+            for d in data["features"]
+        ]
+        return cls(feats, encoding=data["encoding"], unseen=data["unseen"])
