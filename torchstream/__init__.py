@@ -1,0 +1,19 @@
+"""torchstream: explainable online learning on data streams with PyTorch."""
+
+from torchstream.evaluate import Prequential
+from torchstream.learners import OnlineClassifier, OnlineLearner, OnlineRegressor
+from torchstream.schema import Feature, Schema
+from torchstream.streams import Stream
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Schema",
+    "Feature",
+    "Stream",
+    "OnlineLearner",
+    "OnlineClassifier",
+    "OnlineRegressor",
+    "Prequential",
+    "__version__",
+]

@@ -1,0 +1,17 @@
+"""Online learners and the adapters that turn any model into a ``ModelFn``."""
+
+from torchstream.learners.online import (
+    OnlineClassifier,
+    OnlineLearner,
+    OnlineRegressor,
+    resolve_device,
+)
+from torchstream.learners.scaling import RunningStandardizer
+
+__all__ = [
+    "OnlineLearner",
+    "OnlineClassifier",
+    "OnlineRegressor",
+    "RunningStandardizer",
+    "resolve_device",
+]

@@ -1,0 +1,42 @@
+"""Streams: rows at the edge, tensor batches inside; synthetic streams with known drifts."""
+
+from torchstream.streams.base import Stream, infer_task
+from torchstream.streams.synthetic import (
+    SEA,
+    STAGGER,
+    SYNTHETIC,
+    Agrawal,
+    ConceptDrift,
+    Friedman,
+    Hyperplane,
+    agrawal_drift,
+    make_synthetic,
+)
+from torchstream.streams.tabular import (
+    TableStream,
+    data_path,
+    from_numpy,
+    from_pandas,
+    from_river,
+    read_csv,
+)
+
+__all__ = [
+    "Stream",
+    "TableStream",
+    "Agrawal",
+    "SEA",
+    "STAGGER",
+    "Hyperplane",
+    "Friedman",
+    "ConceptDrift",
+    "agrawal_drift",
+    "make_synthetic",
+    "SYNTHETIC",
+    "from_numpy",
+    "from_pandas",
+    "from_river",
+    "read_csv",
+    "data_path",
+    "infer_task",
+]

@@ -1,0 +1,70 @@
+"""The plug-in protocol of the prequential loop.
+
+A plug-in is any object with ``on_batch(batch) -> Mapping[str, float] | None``. The runner
+calls it for every batch after the learner's prediction and before it learns (test ->
+explain -> learn); what it returns is logged to the sinks (a tag without ``"/"`` is prefixed
+with the plug-in's ``name``). Two optional hooks:
+
+* ``transform(X, step) -> Tensor``: replaces the batch's inputs before the learner sees them
+  (for prediction and learning), e.g. feature selection that masks columns;
+* ``state_dict()`` / ``load_state_dict(state)``: saved in the run's checkpoints.
+
+Explainers, drift detectors and feature selectors are plug-ins; each can equally be used on
+its own in a user's loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+import torch
+
+__all__ = ["Batch", "Plugin", "plugin_name"]
+
+
+@dataclass(frozen=True)
+class Batch:
+    """What a plug-in sees for one batch.
+
+    Attributes
+    ----------
+    step
+        Index of the batch in the run (0-based).
+    start
+        Index in the stream of the batch's first row.
+    X, y
+        The batch as the learner sees it (after the plug-ins' ``transform``): ``[B, d]``, ``[B]``.
+    y_pred
+        The learner's output *before* it learned from this batch (probabilities ``[B, k]`` or
+        values ``[B]``).
+    learner
+        The learner; a ``ModelFn`` (call it, never train it).
+    """
+
+    step: int
+    start: int
+    X: torch.Tensor
+    y: torch.Tensor
+    y_pred: torch.Tensor
+    learner: Any
+
+    @property
+    def size(self) -> int:
+        return int(self.X.shape[0])
+
+
+@runtime_checkable
+class Plugin(Protocol):
+    def on_batch(self, batch: Batch) -> Mapping[str, float] | None: ...
+
+
+def plugin_name(plugin: Any, index: int) -> str:
+    """The plug-in's ``name`` attribute, else its class name in snake case plus its index."""
+    name = getattr(plugin, "name", None)
+    if isinstance(name, str) and name:
+        return name
+    cls = type(plugin).__name__
+    snake = "".join("_" + c.lower() if c.isupper() else c for c in cls).lstrip("_")
+    return f"{snake}{index}" if index else snake

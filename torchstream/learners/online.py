@@ -1,0 +1,433 @@
+"""`OnlineLearner`: a torch module, an optimiser and a loss that learn from a stream."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import Any, Literal
+
+import torch
+from torch import nn
+
+from torchstream.learners.scaling import RunningStandardizer
+from torchstream.learners.training import (
+    OPTIMIZERS,
+    TrainLoss,
+    binary_link,
+    build_optimizer,
+    grow_output_layer,
+    training_loss,
+)
+from torchstream.schema import Schema
+
+__all__ = ["OnlineLearner", "OnlineClassifier", "OnlineRegressor", "resolve_device"]
+
+ModuleFactory = Callable[[int, int], nn.Module]
+Task = Literal["classification", "regression"]
+
+
+def resolve_device(device: str | torch.device | None) -> torch.device:
+    """``"auto"`` (or ``None``) picks CUDA when present, else the CPU."""
+    if device is None or device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+class OnlineLearner:
+    """A torch module trained online, one batch (or one row) at a time.
+
+    ``OnlineLearner(..., task="classification")`` builds an :class:`OnlineClassifier` and
+    ``task="regression"`` an :class:`OnlineRegressor`; both have the same two APIs:
+
+    * tensors: ``learn(X, y)``, ``predict(X)``, ``predict_proba(X)`` and ``learner(X)`` (the
+      :data:`ModelFn` explainers call: class probabilities ``[B, k]`` or values ``[B]``). ``y``
+      holds class indices (into ``classes_``) or values.
+    * river: ``learn_one``, ``predict_one``, ``predict_proba_one``, ``learn_many``,
+      ``predict_many``, ``predict_proba_many`` on dict rows / pandas frames; labels may be any
+      hashable (strings included) and a label never seen before adds a class (the output layer
+      grows by one unit).
+
+    Parameters
+    ----------
+    module
+        An ``nn.Module`` mapping ``[B, d]`` to ``[B, n_outputs]`` (or ``[B]``), or a factory
+        ``(n_features, n_outputs) -> nn.Module`` called when the width is first known.
+    task
+        ``"classification"`` or ``"regression"``.
+    loss
+        ``"auto"`` (cross-entropy / MSE), ``"cross_entropy"``, ``"mse"``, ``"absolute"``,
+        ``"huber"``, or a callable ``(outputs, y) -> Tensor[B]`` on the module's raw outputs.
+    optimizer, lr, optimizer_kwargs
+        A name in ``OPTIMIZERS`` (or a ``torch.optim.Optimizer`` class) and its settings.
+    classes
+        Known class labels up front (their order fixes the class indices).
+    schema
+        How dict rows become tensors; inferred from the first dict row (numeric features only)
+        when omitted.
+    scale_inputs
+        Standardise the inputs with running means / deviations (updated before each step).
+    scale_targets
+        Regression only: learn on standardised targets and predict in the original unit
+        (default ``True`` for regression).
+    device, dtype
+        Where the module lives (``"auto"``: CUDA when present) and its float type.
+    seed
+        Seeds the module's initialisation.
+    """
+
+    task: Task = "classification"
+    # river reads these flags on its estimators
+    _supervised = True
+    _multiclass = True
+    _raw_memory_usage = 0
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> OnlineLearner:
+        if cls is OnlineLearner:
+            task = kwargs.get("task", "classification")
+            if task == "classification":
+                cls = OnlineClassifier
+            elif task == "regression":
+                cls = OnlineRegressor
+            else:
+                raise ValueError(f"task must be 'classification' or 'regression', got {task!r}")
+        return super().__new__(cls)
+
+    def __init__(
+        self,
+        module: nn.Module | ModuleFactory,
+        *,
+        task: Task | None = None,
+        loss: str | TrainLoss = "auto",
+        optimizer: str | type[torch.optim.Optimizer] = "adam",
+        lr: float = 1e-3,
+        optimizer_kwargs: Mapping[str, Any] | None = None,
+        classes: Sequence[Hashable] | None = None,
+        schema: Schema | None = None,
+        n_features: int | None = None,
+        scale_inputs: bool = False,
+        scale_targets: bool | None = None,
+        device: str | torch.device | None = "cpu",
+        dtype: torch.dtype = torch.float32,
+        seed: int | None = 0,
+    ) -> None:
+        if task is not None and task != self.task:
+            raise ValueError(f"{type(self).__name__} has task {self.task!r}, got task={task!r}")
+        if isinstance(optimizer, str) and optimizer not in OPTIMIZERS:
+            raise ValueError(f"unknown optimizer {optimizer!r}; known: {sorted(OPTIMIZERS)}")
+        if not (lr > 0 and math.isfinite(lr)):
+            raise ValueError(f"lr must be a positive number, got {lr!r}")
+        if not (isinstance(module, nn.Module) or callable(module)):
+            raise TypeError("module must be an nn.Module or a factory (n_features, n_outputs)")
+        self.device = resolve_device(device)
+        self.dtype = dtype
+        self.seed = seed
+        self.loss = loss
+        self.optimizer_name = optimizer
+        self.lr = lr
+        self.optimizer_kwargs = dict(optimizer_kwargs or {})
+        self.scale_inputs = scale_inputs
+        self.scale_targets = (self.task == "regression") if scale_targets is None else scale_targets
+        if self.scale_targets and self.task != "regression":
+            raise ValueError("scale_targets applies to regression only")
+        self.schema = schema
+        if schema is not None and n_features is not None and n_features != schema.n_columns:
+            raise ValueError(f"n_features={n_features} but the schema has {schema.n_columns} columns")
+        self.n_features = schema.n_columns if schema is not None else n_features
+        self.classes_: list[Hashable] = []
+        self._codes: dict[Hashable, int] = {}
+        self._fixed_classes = classes is not None
+        for c in classes or ():
+            self._add_class(c)
+        self._factory = None if isinstance(module, nn.Module) else module
+        self.module: nn.Module | None = None
+        self.optimizer: torch.optim.Optimizer | None = None
+        self.input_scaler: RunningStandardizer | None = None
+        self.target_scaler: RunningStandardizer | None = None
+        self.link: Callable[[torch.Tensor], torch.Tensor] | None = None
+        self.n_samples_seen = 0
+        self._training_mode: bool | None = None
+        self._train_loss = training_loss(loss, self.task)
+        if isinstance(module, nn.Module):
+            self._setup(module)
+        elif self.n_features is not None:
+            self._build()
+
+    @classmethod
+    def from_spec(
+        cls, spec: Any, *, task: Task = "classification", **overrides: Any
+    ) -> OnlineLearner:
+        """A learner from a model spec (a :class:`~torchstream.models.ModelSpec`, a spec name
+        such as ``"mlp"`` or a TOML path): the ``[model]`` table builds the module, the
+        ``[learner]`` table gives optimiser, learning rate, loss and seed; ``overrides`` win.
+
+        A ``probit`` spec on a binary task gets one output unit (a true probit classifier).
+        """
+        from torchstream.models.specs import ModelSpec, load_spec
+
+        if not isinstance(spec, ModelSpec):
+            spec = load_spec(spec)
+        opts = dict(spec.learner)
+        kwargs: dict[str, Any] = {
+            k: opts.pop(k) for k in ("optimizer", "lr", "loss", "seed") if k in opts
+        }
+        if opts:  # weight_decay, momentum, ...
+            kwargs["optimizer_kwargs"] = opts
+        kwargs.update(overrides)
+        kwargs["task"] = task
+        one_unit = spec.type == "probit" and task == "classification"
+
+        def factory(n_features: int, n_outputs: int) -> nn.Module:
+            k = 1 if one_unit and n_outputs <= 2 else n_outputs
+            return spec.build(n_features, k, task=task)
+
+        factory.spec = spec  # type: ignore[attr-defined]
+        return cls(factory, **kwargs)
+
+    # ------------------------------------------------------------------ construction
+    def _n_outputs_wanted(self) -> int:
+        return max(len(self.classes_), 2) if self.task == "classification" else 1
+
+    def _build(self) -> None:
+        assert self._factory is not None and self.n_features is not None
+        # built outside inference mode even when the first call is a prediction
+        with torch.inference_mode(False), torch.random.fork_rng(devices=[]):
+            if self.seed is not None:
+                torch.manual_seed(self.seed)
+            module = self._factory(self.n_features, self._n_outputs_wanted())
+            self._setup(module)
+
+    def _setup(self, module: nn.Module) -> None:
+        self.module = module.to(device=self.device, dtype=self.dtype)
+        self.link = binary_link(module) if self.task == "classification" else None
+        if self.scale_inputs:
+            if self.n_features is None:
+                first = next((p for p in module.parameters() if p.dim() == 2), None)
+                if first is None:
+                    raise ValueError("pass n_features (or a schema) when scale_inputs=True")
+                self.n_features = first.shape[1]
+            self.input_scaler = RunningStandardizer(self.n_features).to(self.device)
+        if self.scale_targets:
+            self.target_scaler = RunningStandardizer(1).to(self.device)
+        self._make_optimizer()
+
+    def _make_optimizer(self, old: torch.optim.Optimizer | None = None) -> None:
+        assert self.module is not None
+        self.optimizer = build_optimizer(
+            self.optimizer_name, self.module.parameters(), self.lr, self.optimizer_kwargs
+        )
+
+    def _ensure_module(self, X: torch.Tensor) -> nn.Module:
+        if self.module is None:
+            self.n_features = X.shape[1]
+            self._build()
+        assert self.module is not None
+        return self.module
+
+    # ------------------------------------------------------------------ validation
+    def _check_X(self, X: torch.Tensor) -> torch.Tensor:
+        if not isinstance(X, torch.Tensor):
+            raise TypeError(f"X must be a torch.Tensor [B, d], got {type(X).__name__}")
+        if X.dim() == 1:
+            X = X.unsqueeze(0)
+        if X.dim() != 2:
+            raise ValueError(f"X must have shape [B, d], got {list(X.shape)}")
+        if self.n_features is not None and X.shape[1] != self.n_features:
+            raise ValueError(f"X has {X.shape[1]} columns, the learner expects {self.n_features}")
+        X = X.to(device=self.device, dtype=self.dtype)
+        if not bool(torch.isfinite(X).all()):
+            bad = (~torch.isfinite(X)).nonzero()[0].tolist()
+            raise ValueError(f"X row {bad[0]}, column {bad[1]}: non-finite value {X[bad[0], bad[1]]}")
+        return X
+
+    # ------------------------------------------------------------------ core (tensors)
+    def _set_mode(self, training: bool) -> None:
+        if self._training_mode is not training and self.module is not None:
+            self.module.train(training)
+            self._training_mode = training
+
+    def _forward_raw(self, X: torch.Tensor) -> torch.Tensor:
+        module = self._ensure_module(X)
+        if self.input_scaler is not None:
+            X = self.input_scaler.transform(X)
+        return module(X)
+
+    def _outputs(self, out: torch.Tensor) -> torch.Tensor:  # pragma: no cover - per task
+        raise NotImplementedError
+
+    def __call__(self, X: torch.Tensor) -> torch.Tensor:
+        """The :data:`ModelFn`: probabilities ``[B, k]`` or values ``[B]``. Never learns;
+        keeps autograd (for gradient attributions) — wrap in ``torch.no_grad()`` otherwise."""
+        X = self._check_X(X)
+        self._ensure_module(X)
+        self._set_mode(False)
+        return self._outputs(self._forward_raw(X))
+
+    forward = __call__
+
+    def learn(self, X: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """One optimiser step on the batch ``(X [B, d], y [B])``; returns the batch's mean loss
+        (a detached scalar tensor, so that no device sync is forced)."""
+        X = self._check_X(X)
+        y = self._check_y(y, X.shape[0])
+        return self._step(X, y)
+
+    def _step(self, X: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        module = self._ensure_module(X)
+        if self.input_scaler is not None:
+            self.input_scaler.update(X)
+        self._set_mode(True)
+        out = module(self.input_scaler.transform(X) if self.input_scaler is not None else X)
+        loss = self._train_loss(out, self._train_target(y)).mean()
+        opt = self.optimizer
+        assert opt is not None
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        self.n_samples_seen += X.shape[0]
+        return loss.detach()
+
+    def _train_target(self, y: torch.Tensor) -> torch.Tensor:
+        return y
+
+    def _check_y(self, y: Any, n: int) -> torch.Tensor:  # pragma: no cover - per task
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ dict rows
+    def _infer_schema(self, x: Mapping[Hashable, Any]) -> Schema:
+        for k, v in x.items():
+            if isinstance(v, (str, bytes)):
+                raise ValueError(
+                    f"feature {k!r} holds the string {v!r}: pass a Schema with its categories "
+                    f"(schema=...) or put a one-hot encoder before the learner"
+                )
+        schema = Schema(list(x))
+        if self.n_features is not None and schema.n_columns != self.n_features:
+            raise ValueError(f"row has {schema.n_columns} features, the learner expects {self.n_features}")
+        self.n_features = schema.n_columns
+        return schema
+
+    def _encode_one(self, x: Mapping[Hashable, Any]) -> torch.Tensor:
+        schema = self.schema
+        if schema is None:
+            schema = self.schema = self._infer_schema(x)
+        if schema._plain_numeric and x.keys() == schema._name_set:
+            vals = [x[n] for n in schema.names]
+            try:
+                if math.isfinite(sum(vals)):
+                    return torch.tensor([vals], dtype=self.dtype, device=self.device)
+            except TypeError:
+                pass
+        return schema.encode([x], dtype=self.dtype, device=self.device, first_row=self.n_samples_seen)
+
+    def _encode_many(self, X: Any) -> torch.Tensor:
+        rows = X.to_dict(orient="records") if hasattr(X, "to_dict") else list(X)
+        if not rows:
+            raise ValueError("an empty batch of rows")
+        if self.schema is None:
+            self.schema = self._infer_schema(rows[0])
+        return self.schema.encode(rows, dtype=self.dtype, device=self.device, first_row=self.n_samples_seen)
+
+    def learn_one(self, x: Mapping[Hashable, Any], y: Any) -> None:
+        X = self._encode_one(x)
+        self._step(X, self._targets_from_labels([y]))
+
+    def learn_many(self, X: Any, y: Any) -> None:
+        Xt = self._encode_many(X)
+        labels = y.tolist() if hasattr(y, "tolist") else list(y)
+        if len(labels) != Xt.shape[0]:
+            raise ValueError(f"{Xt.shape[0]} rows but {len(labels)} labels")
+        self._step(Xt, self._targets_from_labels(labels))
+
+    def predict_one(self, x: Mapping[Hashable, Any]) -> Any:
+        return self._labels_from_tensor(self._infer(self._encode_one(x)))[0]
+
+    def predict_many(self, X: Any) -> Any:
+        import pandas as pd
+
+        index = getattr(X, "index", None)
+        return pd.Series(self._labels_from_tensor(self._infer(self._encode_many(X))), index=index)
+
+    @torch.inference_mode()
+    def _infer(self, X: torch.Tensor) -> torch.Tensor:
+        self._ensure_module(X)
+        self._set_mode(False)
+        return self._outputs(self._forward_raw(X))
+
+    def _targets_from_labels(self, labels: Sequence[Any]) -> torch.Tensor:  # pragma: no cover
+        raise NotImplementedError
+
+    def _labels_from_tensor(self, out: torch.Tensor) -> list[Any]:  # pragma: no cover
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ classes
+    def _add_class(self, label: Hashable) -> int:
+        code = len(self.classes_)
+        self.classes_.append(label)
+        self._codes[label] = code
+        return code
+
+    # ------------------------------------------------------------------ state
+    def to(self, device: str | torch.device) -> OnlineLearner:
+        """Move the module, its optimiser state and the scalers to ``device``."""
+        self.device = resolve_device(device)
+        if self.module is not None:
+            state = self.state_dict()
+            self.module.to(self.device)
+            for s in (self.input_scaler, self.target_scaler):
+                if s is not None:
+                    s.to(self.device)
+            self._make_optimizer()
+            self.optimizer.load_state_dict(state["optimizer"])  # type: ignore[union-attr]
+        return self
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to resume exactly: module, optimiser, scalers, classes, counters."""
+        return {
+            "module": None if self.module is None else self.module.state_dict(),
+            "optimizer": None if self.optimizer is None else self.optimizer.state_dict(),
+            "input_scaler": None if self.input_scaler is None else self.input_scaler.state_dict(),
+            "target_scaler": None if self.target_scaler is None else self.target_scaler.state_dict(),
+            "classes": list(self.classes_),
+            "n_features": self.n_features,
+            "n_samples_seen": self.n_samples_seen,
+            "schema": None if self.schema is None else self.schema.to_dict(),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.classes_, self._codes = [], {}
+        for c in state["classes"]:
+            self._add_class(c)
+        if state["schema"] is not None:
+            self.schema = Schema.from_dict(state["schema"])
+        self.n_features = state["n_features"]
+        self.n_samples_seen = state["n_samples_seen"]
+        if state["module"] is None:
+            return
+        if self.module is None:
+            self._build()
+        assert self.module is not None
+        n_out = _output_width(state["module"])
+        if n_out is not None and self.task == "classification":
+            grow_output_layer(self.module, n_out)
+            self._make_optimizer()
+        self.module.load_state_dict(state["module"])
+        self.optimizer.load_state_dict(state["optimizer"])  # type: ignore[union-attr]
+        for name in ("input_scaler", "target_scaler"):
+            scaler = getattr(self, name)
+            if scaler is not None and state[name] is not None:
+                scaler.load_state_dict(state[name])
+
+    def __repr__(self) -> str:
+        mod = type(self.module).__name__ if self.module is not None else "<not built>"
+        return (
+            f"{type(self).__name__}({mod}, optimizer={self.optimizer_name!r}, lr={self.lr}, "
+            f"device={str(self.device)!r}, n_samples_seen={self.n_samples_seen})"
+        )
+
+
+def _output_width(module_state: Mapping[str, torch.Tensor]) -> int | None:
+    w = module_state.get("output_layer.weight")
+    return None if w is None else int(w.shape[0])
+
+
+from torchstream.learners.tasks import OnlineClassifier, OnlineRegressor  # noqa: E402

@@ -1,0 +1,67 @@
+"""Running standardisation (exact batched Welford / Chan updates) as a learnable-free module."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+__all__ = ["RunningStandardizer"]
+
+
+class RunningStandardizer(nn.Module):
+    """Keeps the running mean and variance of a stream of vectors ``[B, d]`` and standardises.
+
+    The update of a whole batch is exact (Chan et al.'s pairwise combination of moments), so
+    feeding rows one by one or in batches gives the same statistics up to rounding.
+    Columns with zero variance are divided by 1 (not by 0): a constant column stays centred
+    at zero. Before the first update there are no statistics and :meth:`transform` maps every
+    row to zeros (the model's prediction before it has seen data).
+
+    >>> s = RunningStandardizer(2)
+    >>> s.update(torch.tensor([[1.0, 10.0], [3.0, 10.0]]))
+    >>> s.mean.tolist(), s.std.tolist()
+    ([2.0, 10.0], [1.0, 1.0])
+    """
+
+    def __init__(self, n_features: int, *, eps: float = 1e-12) -> None:
+        super().__init__()
+        self.eps = eps
+        self.register_buffer("count", torch.zeros((), dtype=torch.float64))
+        self.register_buffer("mean_", torch.zeros(n_features, dtype=torch.float64))
+        self.register_buffer("m2", torch.zeros(n_features, dtype=torch.float64))
+
+    @torch.no_grad()
+    def update(self, X: torch.Tensor) -> None:
+        X = X.detach().reshape(X.shape[0], -1).to(self.mean_.device, torch.float64)
+        n_b = X.shape[0]
+        if n_b == 0:
+            return
+        mean_b = X.mean(0)
+        m2_b = ((X - mean_b) ** 2).sum(0)
+        n_a = self.count
+        n = n_a + n_b
+        delta = mean_b - self.mean_
+        self.mean_ += delta * (n_b / n)
+        self.m2 += m2_b + delta**2 * (n_a * n_b / n)
+        self.count.fill_(n)
+
+    @property
+    def mean(self) -> torch.Tensor:
+        return self.mean_
+
+    @property
+    def std(self) -> torch.Tensor:
+        """Population standard deviation; 1 where it is (numerically) zero or unknown."""
+        if self.count < 2:
+            return torch.ones_like(self.m2)
+        var = self.m2 / self.count
+        return torch.where(var > self.eps, var.sqrt(), torch.ones_like(var))
+
+    def transform(self, X: torch.Tensor) -> torch.Tensor:
+        """``(X - mean) / std``; before the first update (no statistics yet) every row maps to 0."""
+        if self.count == 0:
+            return torch.zeros_like(X)
+        return (X - self.mean_.to(X.dtype)) / self.std.to(X.dtype)
+
+    def inverse(self, Z: torch.Tensor) -> torch.Tensor:
+        return Z * self.std.to(Z.dtype) + self.mean_.to(Z.dtype)

@@ -1,0 +1,189 @@
+"""The two task flavours of :class:`~torchstream.learners.online.OnlineLearner`."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping, Sequence
+from typing import Any
+
+import torch
+from river import base as river_base
+
+from torchstream.learners.online import OnlineLearner
+from torchstream.learners.training import grow_output_layer
+
+__all__ = ["OnlineClassifier", "OnlineRegressor"]
+
+
+class OnlineClassifier(OnlineLearner):
+    """An :class:`OnlineLearner` for classification (binary or multiclass).
+
+    >>> from river import datasets, evaluate, metrics
+    >>> from torchstream.models import MLP
+    >>> model = OnlineClassifier(lambda d, k: MLP(d, k, hidden=(32,)), lr=0.01, seed=1)
+    >>> evaluate.progressive_val_score(datasets.Phishing(), model, metrics.Accuracy())
+    Accuracy: 86.47%
+    """
+
+    task = "classification"
+
+    def _setup(self, module: torch.nn.Module) -> None:
+        super()._setup(module)
+        if hasattr(self._train_loss, "link"):
+            self._train_loss.link = "probit" if getattr(module, "link", None) == "probit" else None
+        self._grow_if_needed()
+
+    # ------------------------------------------------------------------ classes
+    def _n_outputs(self) -> int:
+        assert self.module is not None
+        n = getattr(self.module, "n_outputs", None)
+        layer = getattr(self.module, "output_layer", None)
+        if n is None and layer is not None:
+            n = layer.out_features
+        return int(n) if n is not None else max(len(self.classes_), 2)
+
+    def _grow_if_needed(self) -> None:
+        if self.module is None:
+            return
+        capacity = 2 if self.link is not None else self._n_outputs()
+        if len(self.classes_) <= capacity:
+            return
+        if self.link is not None:
+            raise ValueError(
+                f"a binary model (one output unit) cannot learn a third class; classes seen: "
+                f"{self.classes_!r}"
+            )
+        old = self.optimizer
+        grow_output_layer(self.module, len(self.classes_))
+        self._make_optimizer()
+        if old is not None:  # keep the optimiser state of the unchanged parameters
+            for p in self.module.parameters():
+                if p in old.state:
+                    self.optimizer.state[p] = old.state[p]  # type: ignore[union-attr]
+
+    def _check_y(self, y: Any, n: int) -> torch.Tensor:
+        y = torch.as_tensor(y, device=self.device)
+        if y.dim() != 1 or y.shape[0] != n:
+            raise ValueError(f"y must have shape [{n}], got {list(y.shape)}")
+        if y.dtype.is_floating_point:
+            if not bool((y == y.round()).all()):
+                raise ValueError("classification targets must be class indices (integers)")
+        y = y.long()
+        if n and int(y.min()) < 0:
+            raise ValueError(f"class indices must be >= 0, got {int(y.min())}")
+        top = int(y.max()) if n else -1
+        if top >= len(self.classes_):
+            if self._fixed_classes:
+                raise ValueError(
+                    f"class index {top} but only {len(self.classes_)} classes were declared"
+                )
+            for c in range(len(self.classes_), top + 1):
+                self._add_class(c)
+            self._grow_if_needed()
+        return y
+
+    def _targets_from_labels(self, labels: Sequence[Any]) -> torch.Tensor:
+        codes = []
+        grew = False
+        for lab in labels:
+            code = self._codes.get(lab)
+            if code is None:
+                if lab is None:
+                    raise ValueError("a label is None")
+                code = self._add_class(lab)
+                grew = True
+            codes.append(code)
+        if grew:
+            self._grow_if_needed()
+        return torch.tensor(codes, dtype=torch.long, device=self.device)
+
+    # ------------------------------------------------------------------ outputs
+    def _outputs(self, out: torch.Tensor) -> torch.Tensor:
+        if self.link is not None:
+            p = self.link(out.reshape(-1))
+            return torch.stack([1 - p, p], dim=1)
+        m, k = len(self.classes_), out.shape[1]
+        if 0 < m < k:  # outputs of classes not seen yet get probability 0
+            return torch.cat([out[:, :m].softmax(1), out.new_zeros(out.shape[0], k - m)], dim=1)
+        return out.softmax(1)
+
+    def predict_proba(self, X: torch.Tensor) -> torch.Tensor:
+        """Class probabilities ``[B, k]`` (columns follow ``classes_``)."""
+        return self._infer(self._check_X(X))
+
+    def predict(self, X: torch.Tensor) -> torch.Tensor:
+        """Most probable class index ``[B]``."""
+        return self.predict_proba(X).argmax(1)
+
+    def _labels_from_tensor(self, out: torch.Tensor) -> list[Any]:
+        m = len(self.classes_)
+        if not m:
+            return [None] * out.shape[0]
+        return [self.classes_[i] for i in out[:, :m].argmax(1).tolist()]
+
+    def predict_proba_one(self, x: Mapping[Hashable, Any]) -> dict[Hashable, float]:
+        if not self.classes_:
+            return {}
+        p = self._infer(self._encode_one(x))[0].tolist()
+        return dict(zip(self.classes_, p))
+
+    def predict_proba_many(self, X: Any) -> Any:
+        import pandas as pd
+
+        p = self._infer(self._encode_many(X)).cpu().numpy()[:, : len(self.classes_)]
+        return pd.DataFrame(p, columns=list(self.classes_), index=getattr(X, "index", None))
+
+
+class OnlineRegressor(OnlineLearner):
+    """An :class:`OnlineLearner` for regression (one output unit).
+
+    >>> from river import datasets, evaluate, metrics
+    >>> from torchstream.models import MLP
+    >>> model = OnlineRegressor(lambda d, k: MLP(d, k), lr=0.01, scale_inputs=True, seed=1)
+    >>> evaluate.progressive_val_score(datasets.TrumpApproval(), model, metrics.MAE())
+    MAE: 0.581352
+    """
+
+    task = "regression"
+
+    def _check_y(self, y: Any, n: int) -> torch.Tensor:
+        y = torch.as_tensor(y, device=self.device, dtype=self.dtype)
+        if y.dim() != 1 or y.shape[0] != n:
+            raise ValueError(f"y must have shape [{n}], got {list(y.shape)}")
+        if not bool(torch.isfinite(y).all()):
+            i = int((~torch.isfinite(y)).nonzero()[0, 0])
+            raise ValueError(f"y row {i}: non-finite target {float(y[i])}")
+        return y
+
+    def _targets_from_labels(self, labels: Sequence[Any]) -> torch.Tensor:
+        try:
+            vals = [float(v) for v in labels]
+        except (TypeError, ValueError):
+            raise ValueError(f"regression targets must be numbers, got {list(labels)[:5]!r}") from None
+        return self._check_y(vals, len(vals))
+
+    def _train_target(self, y: torch.Tensor) -> torch.Tensor:
+        if self.target_scaler is None:
+            return y
+        self.target_scaler.update(y.view(-1, 1))
+        return self.target_scaler.transform(y.view(-1, 1)).view(-1)
+
+    def _outputs(self, out: torch.Tensor) -> torch.Tensor:
+        out = out.reshape(out.shape[0], -1)
+        if out.shape[1] != 1:
+            raise ValueError(f"a regression module must have one output, got {out.shape[1]}")
+        out = out[:, 0]
+        if self.target_scaler is not None:
+            out = self.target_scaler.inverse(out.view(-1, 1)).view(-1)
+        return out
+
+    def predict(self, X: torch.Tensor) -> torch.Tensor:
+        """Predicted values ``[B]``."""
+        return self._infer(self._check_X(X))
+
+    def _labels_from_tensor(self, out: torch.Tensor) -> list[Any]:
+        return out.tolist()
+
+
+# river's evaluation checks `isinstance(model, base.Classifier / base.Regressor)`.
+river_base.Classifier.register(OnlineClassifier)
+river_base.Regressor.register(OnlineRegressor)

@@ -1,0 +1,162 @@
+"""Optimisers, training losses and output-layer growth for :class:`OnlineLearner`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+__all__ = [
+    "OPTIMIZERS",
+    "TrainLoss",
+    "build_optimizer",
+    "training_loss",
+    "binary_link",
+    "grow_output_layer",
+]
+
+TrainLoss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {
+    "adam": torch.optim.Adam,
+    "adamw": torch.optim.AdamW,
+    "sgd": torch.optim.SGD,
+    "rmsprop": torch.optim.RMSprop,
+    "adagrad": torch.optim.Adagrad,
+}
+
+_FUSABLE = (torch.optim.Adam, torch.optim.AdamW, torch.optim.SGD)
+
+
+def build_optimizer(
+    optimizer: str | type[torch.optim.Optimizer],
+    params: Iterable[nn.Parameter],
+    lr: float,
+    kwargs: Mapping[str, Any],
+) -> torch.optim.Optimizer:
+    """The optimiser; Adam, AdamW and SGD use the fused kernel unless ``fused`` is given
+    (one kernel for all parameters: the per-step overhead dominates at batch size 1)."""
+    cls = OPTIMIZERS[optimizer] if isinstance(optimizer, str) else optimizer
+    kw = dict(kwargs)
+    params = list(params)
+    if cls in _FUSABLE and "fused" not in kw and "foreach" not in kw:
+        try:
+            return cls(params, lr=lr, fused=True, **kw)
+        except (RuntimeError, TypeError, ValueError):
+            pass
+    return cls(params, lr=lr, **kw)
+
+
+def binary_link(module: nn.Module) -> Callable[[torch.Tensor], torch.Tensor] | None:
+    """For a module with one output unit: the link from its score to P(y = 1)
+    (``module.link == "probit"`` -> the normal CDF, otherwise the logistic function)."""
+    n_out = getattr(module, "n_outputs", None)
+    layer = getattr(module, "output_layer", None)
+    if n_out is None and isinstance(layer, nn.Linear):
+        n_out = layer.out_features
+    if n_out != 1:
+        return None
+    return torch.special.ndtr if getattr(module, "link", "logistic") == "probit" else torch.sigmoid
+
+
+def _softmax_ce(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return F.cross_entropy(out, y, reduction="none")
+
+
+def _binary_ce(link: str) -> TrainLoss:
+    def loss(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        s = out.reshape(-1)
+        sign = y.to(s.dtype) * 2 - 1
+        if link == "probit":
+            return -torch.special.log_ndtr(sign * s)
+        return F.softplus(-sign * s)
+
+    return loss
+
+
+def _regression(fn: Callable[..., torch.Tensor]) -> TrainLoss:
+    def loss(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return fn(out.reshape(-1), y.reshape(-1).to(out.dtype), reduction="none")
+
+    return loss
+
+
+_REGRESSION_LOSSES = {
+    "mse": _regression(F.mse_loss),
+    "absolute": _regression(F.l1_loss),
+    "huber": _regression(F.huber_loss),
+}
+
+
+def training_loss(loss: str | TrainLoss, task: str) -> Callable[..., torch.Tensor]:
+    """The per-sample training loss on the module's raw outputs.
+
+    Classification: ``"auto"`` / ``"cross_entropy"`` (softmax over the outputs; for a module
+    with one output, the Bernoulli likelihood through its link). Regression: ``"auto"`` /
+    ``"mse"``, ``"absolute"``, ``"huber"``. A callable ``(outputs, y) -> [B]`` is used as is.
+    """
+    if callable(loss):
+        return loss
+    if task == "classification":
+        if loss in ("auto", "cross_entropy"):
+            return _ClassificationLoss()
+        raise ValueError(f"unknown classification loss {loss!r}; use 'cross_entropy' or a callable")
+    name = "mse" if loss == "auto" else loss
+    try:
+        return _REGRESSION_LOSSES[name]
+    except KeyError:
+        raise ValueError(
+            f"unknown regression loss {loss!r}; known: {sorted(_REGRESSION_LOSSES)} or a callable"
+        ) from None
+
+
+class _ClassificationLoss:
+    """Softmax cross-entropy, or the binary likelihood when the module has one output."""
+
+    link: str | None = None
+
+    def __call__(self, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        if out.dim() == 1 or out.shape[1] == 1:
+            return _binary_ce(self.link or "logistic")(out, y)
+        return _softmax_ce(out, y)
+
+
+@torch.no_grad()
+def grow_output_layer(module: nn.Module, n_outputs: int) -> bool:
+    """Widen ``module.output_layer`` (an ``nn.Linear``) to ``n_outputs`` units, keeping the
+    trained units; new units start at zero weight and a bias equal to the mean bias of the
+    existing ones (so a new class starts as likely as an average old one). Returns whether the
+    layer changed."""
+    layer = getattr(module, "output_layer", None)
+    if not isinstance(layer, nn.Linear):
+        raise ValueError(
+            f"{type(module).__name__} has no `output_layer` (nn.Linear) to grow for a new class; "
+            f"declare all classes up front (classes=...)"
+        )
+    old = layer.out_features
+    if n_outputs <= old:
+        return False
+    new = nn.Linear(layer.in_features, n_outputs, bias=layer.bias is not None).to(
+        device=layer.weight.device, dtype=layer.weight.dtype
+    )
+    new.weight.zero_()
+    new.weight[:old] = layer.weight
+    if layer.bias is not None:
+        new.bias.fill_(float(layer.bias.mean()))
+        new.bias[:old] = layer.bias
+    module.output_layer = new
+    _replace_in_sequential(module, layer, new)
+    if hasattr(module, "n_outputs"):
+        module.n_outputs = n_outputs
+    return True
+
+
+def _replace_in_sequential(module: nn.Module, old: nn.Module, new: nn.Module) -> None:
+    """If the old layer is also registered inside a child container, swap it there too."""
+    for parent in module.modules():
+        for name, child in parent.named_children():
+            if child is old:
+                setattr(parent, name, new)

@@ -1,0 +1,83 @@
+"""The :class:`Sink` protocol and the tag convention shared by all sinks.
+
+A sink receives the run configuration once (:meth:`Sink.log_config`), then scalar values keyed
+by tag at every logged step (:meth:`Sink.log_scalars`), and is closed at the end of the run.
+
+Tags are slash-separated and grouped into charts:
+
+* ``"category/chart/series"`` is the series ``series`` of chart ``chart`` in ``category``, so
+  ``"metrics/accuracy/cumulative"`` and ``"metrics/accuracy/window"`` share the chart
+  ``"accuracy"`` of category ``"metrics"`` (further parts stay in the series name);
+* ``"category/name"`` is its own chart ``name`` in ``category``;
+* a one-part tag ``"name"`` is the chart ``name`` in category ``"misc"``.
+
+>>> chart_of("metrics/accuracy/window"), chart_of("loss/train"), chart_of("lr")
+(('metrics', 'accuracy'), ('loss', 'train'), ('misc', 'lr'))
+>>> group_tags(["metrics/accuracy/cumulative", "metrics/accuracy/window", "lr"])
+{'metrics': {'accuracy': ['metrics/accuracy/cumulative', 'metrics/accuracy/window']}, 'misc': {'lr': ['lr']}}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = ["MISC", "Sink", "as_scalar", "chart_of", "group_tags"]
+
+MISC = "misc"
+
+
+@runtime_checkable
+class Sink(Protocol):
+    """Receives the configuration and the scalar streams of a run."""
+
+    def log_config(self, config: Mapping[str, Any]) -> None:
+        """Called once, at the start of a run, with the run configuration (nested dicts allowed)."""
+        ...
+
+    def log_scalars(self, step: int, scalars: Mapping[str, float]) -> None:
+        """Called at every logged step; keys are tags (see the module's tag convention)."""
+        ...
+
+    def close(self) -> None:
+        """Flush and release resources; called once at the end of a run."""
+        ...
+
+
+def chart_of(tag: str) -> tuple[str, str]:
+    """The ``(category, chart)`` a tag belongs to, by the module's tag convention."""
+    parts = tag.split("/")
+    if len(parts) == 1:
+        return MISC, tag
+    return parts[0], parts[1]
+
+
+def group_tags(tags: Iterable[str]) -> dict[str, dict[str, list[str]]]:
+    """Group tags as ``{category: {chart: [tags]}}``, each level in order of first appearance."""
+    groups: dict[str, dict[str, list[str]]] = {}
+    for tag in tags:
+        category, chart = chart_of(tag)
+        series = groups.setdefault(category, {}).setdefault(chart, [])
+        if tag not in series:
+            series.append(tag)
+    return groups
+
+
+def as_scalar(tag: str, value: Any) -> float:
+    """``value`` as a Python float; ``TypeError`` naming ``tag`` when it is not numeric.
+
+    Numbers, numpy scalars and one-element tensors are accepted; non-finite values pass through.
+
+    >>> as_scalar("loss", 1)
+    1.0
+    >>> as_scalar("loss", "0.5")
+    Traceback (most recent call last):
+    ...
+    TypeError: scalar 'loss': expected a number, got str '0.5'
+    """
+    if not isinstance(value, (str, bytes)) and hasattr(type(value), "__float__"):
+        try:
+            return float(value)
+        except (TypeError, ValueError, RuntimeError):
+            pass
+    raise TypeError(f"scalar {tag!r}: expected a number, got {type(value).__name__} {value!r}")
