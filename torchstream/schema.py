@@ -13,6 +13,11 @@ Policies (stated once, applied everywhere):
   ``"<other>"`` category (``unseen="other"``), which has its own one-hot column / ordinal code.
 * **Infinite values** are always an error. A dict row with an unknown key or without a
   declared feature is an error that names the key and the row.
+* **Bools are not numbers** when categories (and class labels of a stream) are matched: Python has
+  ``True == 1``, but a feature with categories ``(False, True)`` treats the value ``1`` as an
+  unseen category, and ``True`` and ``1`` may be two distinct categories (see :func:`match_key`).
+  Equal numbers of different types (``1`` and ``1.0``) are the same category. The names
+  ``"<missing>"`` and ``"<other>"`` are reserved where the schema adds them.
 
 Example
 -------
@@ -34,18 +39,31 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import numpy as np
 import torch
 
 FeatureKind = Literal["numeric", "categorical"]
 MISSING = "<missing>"
 OTHER = "<other>"
 
-__all__ = ["Feature", "Schema", "MISSING", "OTHER", "is_missing"]
+__all__ = ["MISSING", "OTHER", "Feature", "Schema", "is_missing", "match_key"]
+
+_BOOL_TYPES = (bool, np.bool_)
 
 
 def is_missing(value: Any) -> bool:
     """``True`` for ``None`` and NaN (the two spellings of a missing value in a row)."""
     return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def match_key(value: Any) -> tuple[bool, Any]:
+    """The dict key under which a category or a class label is looked up.
+
+    Python hashes ``True`` like ``1`` and ``False`` like ``0``, so a plain dict would map the
+    label ``1`` to the class ``True``. Keying on ``(is_bool, value)`` keeps bools (Python or
+    numpy) apart from numbers, while ``1`` and ``1.0`` stay one key.
+    """
+    return (isinstance(value, _BOOL_TYPES), value)
 
 
 @dataclass(frozen=True)
@@ -79,7 +97,7 @@ class Feature:
             )
         if self.kind == "numeric" and self.categories:
             raise ValueError(f"feature {self.name!r}: a numeric feature has no categories")
-        if len(set(self.categories)) != len(self.categories):
+        if len({match_key(c) for c in self.categories}) != len(self.categories):
             raise ValueError(f"feature {self.name!r}: duplicate categories {self.categories!r}")
         object.__setattr__(self, "categories", tuple(self.categories))
 
@@ -140,8 +158,14 @@ class Schema:
                     levels.append(MISSING)
                 if unseen == "other":
                     levels.append(OTHER)
+                codes = {match_key(c): i for i, c in enumerate(levels)}
+                if len(codes) != len(levels):
+                    raise ValueError(
+                        f"feature {f.name!r}: the category names {MISSING!r} and {OTHER!r} are "
+                        f"reserved for missing and unseen values"
+                    )
                 self._levels.append(tuple(levels))
-                self._codes.append({c: i for i, c in enumerate(levels)})
+                self._codes.append(codes)
                 if encoding == "onehot":
                     columns.extend(f"{f.name}={c}" for c in levels)
                 else:
@@ -185,7 +209,7 @@ class Schema:
         """
         forced = set(categorical)
         order: list[Hashable] = []
-        seen_cats: dict[Hashable, dict[Any, None]] = {}
+        seen_cats: dict[Hashable, dict[Any, Any]] = {}
         numeric_sum: dict[Hashable, float] = {}
         numeric_n: dict[Hashable, int] = {}
         nullable: set[Hashable] = set()
@@ -209,7 +233,7 @@ class Schema:
                             f"row {i}, column {k!r}: value {v!r} is not numeric but earlier rows "
                             f"were; declare the feature categorical or fix the value"
                         )
-                    seen_cats.setdefault(k, {})[v] = None
+                    seen_cats.setdefault(k, {}).setdefault(match_key(v), v)
                 else:
                     if isinstance(v, float) and math.isinf(v):
                         raise ValueError(f"row {i}, column {k!r}: infinite value")
@@ -220,7 +244,8 @@ class Schema:
         feats = []
         for k in order:
             if k in seen_cats:
-                feats.append(Feature(k, "categorical", tuple(seen_cats[k]), nullable=k in nullable))
+                cats = tuple(seen_cats[k].values())
+                feats.append(Feature(k, "categorical", cats, nullable=k in nullable))
             else:
                 n = numeric_n.get(k, 0)
                 fill = numeric_sum[k] / n if n else 0.0
@@ -334,12 +359,12 @@ class Schema:
                 continue
             codes = self._codes[j]
             if missing:
-                code = codes[MISSING]
+                code = codes[match_key(MISSING)]
             else:
-                code = codes.get(v)
+                code = codes.get(match_key(v))
                 if code is None:
                     if self.unseen == "other":
-                        code = codes[OTHER]
+                        code = codes[match_key(OTHER)]
                     else:
                         known = ", ".join(repr(c) for c in f.categories)
                         raise ValueError(

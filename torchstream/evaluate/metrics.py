@@ -2,8 +2,9 @@
 
 Every metric takes whole batches: ``update(y_true [B], y_pred)``, where ``y_pred`` is what a
 learner's ``ModelFn`` returns (class probabilities ``[B, k]`` for a classifier, values ``[B]``
-for a regressor). State lives in tensors on the data's device, so updating never forces a
-device sync; ``get()`` does.
+for a regressor). ``update`` only queues the batch; the queue is folded into the state (in one
+batched pass) when ``flush_rows`` rows are waiting, so per-row updates cost almost nothing, and
+``get()`` reads state plus queue. State lives in tensors on the data's device; ``get()`` syncs.
 
 >>> acc = Accuracy(window=2)
 >>> acc.update(torch.tensor([0, 1, 1]), torch.tensor([[0.9, 0.1], [0.2, 0.8], [0.7, 0.3]]))
@@ -78,6 +79,8 @@ class Metric:
         self._ring = _Ring(window, self._width) if window else None
         self._total: torch.Tensor | None = None
         self.n = 0
+        self._pending: list[tuple[torch.Tensor, torch.Tensor]] = []
+        self._n_pending = 0
 
     @property
     def name(self) -> str:
@@ -89,9 +92,26 @@ class Metric:
     def _summarise(self, records_sum: torch.Tensor, n: int) -> float:
         return float(records_sum[0] / n)
 
+    flush_rows = 512
+
     def update(self, y_true: torch.Tensor, y_pred: torch.Tensor) -> None:
+        """Queue a batch ``(y_true [B], y_pred [B, k] or [B])``."""
         if y_true.shape[0] != y_pred.shape[0]:
             raise ValueError(f"{y_true.shape[0]} targets but {y_pred.shape[0]} predictions")
+        self._pending.append((y_true.detach(), y_pred.detach()))
+        self._n_pending += y_true.shape[0]
+        if self._n_pending >= self.flush_rows:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._pending:
+            return
+        y_true, y_pred = self._concat_pending()
+        self._pending.clear()
+        self._n_pending = 0
+        self._fold(y_true, y_pred)
+
+    def _fold(self, y_true: torch.Tensor, y_pred: torch.Tensor) -> None:
         rec = self._records(y_true, y_pred).to(torch.float64).reshape(y_true.shape[0], -1)
         if self._ring is not None:
             self._ring.push(rec)
@@ -105,24 +125,41 @@ class Metric:
         return a + b
 
     def get(self) -> float:
-        if self._ring is not None:
+        if self._ring is not None:  # the window's content does not depend on when it is folded
+            self._flush()
             vals = self._ring.values()
             if vals.shape[0] == 0:
                 return float("nan")
             return self._summarise(vals.sum(0), vals.shape[0])
-        if self.n == 0 or self._total is None:
+        if self.n + self._n_pending == 0:
             return float("nan")
-        return self._summarise(self._total, self.n)
+        # Cumulative sums are folded only every `flush_rows` rows (points that depend on the
+        # batch sizes alone), never here: a resumed run adds in the same order, bit for bit.
+        total = self._total
+        if self._pending:
+            y_true, y_pred = self._concat_pending()
+            rec = self._records(y_true, y_pred).to(torch.float64).reshape(y_true.shape[0], -1)
+            total = rec.sum(0) if total is None else self._grow_add(total, rec.sum(0))
+        assert total is not None
+        return self._summarise(total, self.n + self._n_pending)
+
+    def _concat_pending(self) -> tuple[torch.Tensor, torch.Tensor]:
+        if len(self._pending) == 1:
+            return self._pending[0]
+        return torch.cat([t for t, _ in self._pending]), torch.cat([p for _, p in self._pending])
 
     def state_dict(self) -> dict[str, Any]:
         return {
             "n": self.n,
             "total": self._total,
             "ring": None if self._ring is None else self._ring.state_dict(),
+            "pending": list(self._pending),
         }
 
     def load_state_dict(self, s: Mapping[str, Any]) -> None:
         self.n, self._total = s["n"], s["total"]
+        self._pending = list(s["pending"])
+        self._n_pending = sum(int(t.shape[0]) for t, _ in self._pending)
         if self._ring is not None:
             self._ring.load_state_dict(s["ring"])
 
@@ -172,10 +209,10 @@ class F1(Metric):
         super().__init__(window)
         self.n_classes = 2
 
-    def update(self, y_true: torch.Tensor, y_pred: torch.Tensor) -> None:
+    def _fold(self, y_true: torch.Tensor, y_pred: torch.Tensor) -> None:
         self.n_classes = max(self.n_classes, y_pred.shape[1] if y_pred.dim() == 2 else 2)
         if self._ring is not None:
-            super().update(y_true, y_pred)
+            super()._fold(y_true, y_pred)
             return
         counts = self._counts(y_true.long(), _labels(y_pred), self.n_classes)
         self._total = counts if self._total is None else self._grow_add(self._total, counts)
@@ -197,6 +234,7 @@ class F1(Metric):
         return a + b
 
     def get(self) -> float:
+        self._flush()
         if self._ring is not None:
             pairs = self._ring.values().long()
             if pairs.shape[0] == 0:

@@ -12,6 +12,7 @@ from torch import nn
 from torchstream.learners.scaling import RunningStandardizer
 from torchstream.learners.training import (
     OPTIMIZERS,
+    mode_sensitive,
     TrainLoss,
     binary_link,
     build_optimizer,
@@ -210,8 +211,10 @@ class OnlineLearner:
             self.target_scaler = RunningStandardizer(1).to(self.device)
         self._make_optimizer()
 
-    def _make_optimizer(self, old: torch.optim.Optimizer | None = None) -> None:
+    def _make_optimizer(self) -> None:
         assert self.module is not None
+        self._grads: list[torch.Tensor] | None = None  # gradient buffers, reused every step
+        self._mode_sensitive = mode_sensitive(self.module)
         self.optimizer = build_optimizer(
             self.optimizer_name, self.module.parameters(), self.lr, self.optimizer_kwargs
         )
@@ -241,8 +244,11 @@ class OnlineLearner:
 
     # ------------------------------------------------------------------ core (tensors)
     def _set_mode(self, training: bool) -> None:
+        """train() / eval(), only for modules whose output depends on the mode (each switch
+        walks the whole module tree: a real cost at one row per step)."""
         if self._training_mode is not training and self.module is not None:
-            self.module.train(training)
+            if self._mode_sensitive or self._training_mode is None:
+                self.module.train(training or not self._mode_sensitive)
             self._training_mode = training
 
     def _forward_raw(self, X: torch.Tensor) -> torch.Tensor:
@@ -280,8 +286,15 @@ class OnlineLearner:
         loss = self._train_loss(out, self._train_target(y)).mean()
         opt = self.optimizer
         assert opt is not None
-        opt.zero_grad(set_to_none=True)
+        if self._grads is None:
+            opt.zero_grad(set_to_none=True)
+        else:  # one fused kernel instead of the optimiser's per-call bookkeeping
+            torch._foreach_zero_(self._grads)
         loss.backward()
+        if self._grads is None:
+            grads = [p.grad for g in opt.param_groups for p in g["params"]]
+            if all(g is not None for g in grads):
+                self._grads = grads
         opt.step()
         self.n_samples_seen += X.shape[0]
         return loss.detach()
@@ -378,6 +391,7 @@ class OnlineLearner:
                     s.to(self.device)
             self._make_optimizer()
             self.optimizer.load_state_dict(state["optimizer"])  # type: ignore[union-attr]
+            self._training_mode = None
         return self
 
     def state_dict(self) -> dict[str, Any]:

@@ -29,6 +29,7 @@ class RunningStandardizer(nn.Module):
         self.register_buffer("count", torch.zeros((), dtype=torch.float64))
         self.register_buffer("mean_", torch.zeros(n_features, dtype=torch.float64))
         self.register_buffer("m2", torch.zeros(n_features, dtype=torch.float64))
+        self._cache: tuple[tuple[torch.dtype, torch.device], torch.Tensor, torch.Tensor | None] | None = None
 
     @torch.no_grad()
     def update(self, X: torch.Tensor) -> None:
@@ -44,6 +45,7 @@ class RunningStandardizer(nn.Module):
         self.mean_ += delta * (n_b / n)
         self.m2 += m2_b + delta**2 * (n_a * n_b / n)
         self.count.fill_(n)
+        self._cache = None
 
     @property
     def mean(self) -> torch.Tensor:
@@ -59,9 +61,24 @@ class RunningStandardizer(nn.Module):
 
     def transform(self, X: torch.Tensor) -> torch.Tensor:
         """``(X - mean) / std``; before the first update (no statistics yet) every row maps to 0."""
-        if self.count == 0:
+        mean, std = self._in(X.dtype)
+        if std is None:
             return torch.zeros_like(X)
-        return (X - self.mean_.to(X.dtype)) / self.std.to(X.dtype)
+        return (X - mean) / std
 
     def inverse(self, Z: torch.Tensor) -> torch.Tensor:
-        return Z * self.std.to(Z.dtype) + self.mean_.to(Z.dtype)
+        mean, std = self._in(Z.dtype)
+        return Z + mean if std is None else Z * std + mean
+
+    def _in(self, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Mean and deviation in ``dtype`` (deviation ``None`` before any update), cached until
+        the next update: no device sync on the hot path."""
+        key = (dtype, self.mean_.device)
+        if self._cache is None or self._cache[0] != key:
+            std = None if float(self.count) == 0 else self.std.to(dtype)
+            self._cache = (key, self.mean_.to(dtype), std)
+        return self._cache[1], self._cache[2]
+
+    def _load_from_state_dict(self, *args: object, **kwargs: object) -> None:
+        self._cache = None
+        super()._load_from_state_dict(*args, **kwargs)  # type: ignore[arg-type]

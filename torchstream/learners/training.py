@@ -16,7 +16,28 @@ __all__ = [
     "training_loss",
     "binary_link",
     "grow_output_layer",
+    "mode_sensitive",
 ]
+
+# Layers whose forward pass differs between train() and eval().
+_MODE_LAYERS: tuple[type[nn.Module], ...] = (
+    nn.modules.dropout._DropoutNd,
+    nn.modules.batchnorm._NormBase,
+    nn.AlphaDropout,
+    nn.RNNBase,
+    nn.MultiheadAttention,
+    nn.TransformerEncoderLayer,
+    nn.TransformerDecoderLayer,
+)
+
+
+def mode_sensitive(module: nn.Module) -> bool:
+    """Whether any sub-module behaves differently in train() and eval() mode: dropout, batch
+    / instance norm, recurrent and attention layers, or any module with a true
+    ``mode_sensitive`` attribute (set it on custom modules that read ``self.training``)."""
+    return any(
+        isinstance(m, _MODE_LAYERS) or getattr(m, "mode_sensitive", False) for m in module.modules()
+    )
 
 TrainLoss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 

@@ -9,12 +9,12 @@ from typing import Any, Literal
 
 import torch
 
-from torchstream.schema import Schema
+from torchstream.schema import Schema, match_key
 
 Task = Literal["classification", "regression"]
 Row = dict[Hashable, Any]
 
-__all__ = ["Stream", "Task", "Row", "infer_task"]
+__all__ = ["Row", "Stream", "Task", "infer_task"]
 
 
 def infer_task(labels: Sequence[Any], *, max_classes: int = 20) -> Task:
@@ -38,7 +38,9 @@ class Stream:
 
     Labels of a classification stream become class indices in :meth:`batches` through
     ``classes``; a stream whose classes are not known up front (``classes=None``) registers new
-    labels in order of first appearance.
+    labels in order of first appearance. Labels are matched as categories are (see
+    :func:`~torchstream.schema.match_key`): ``True`` and ``1`` are different labels, so a stream
+    with classes ``(False, True)`` rejects the label ``1`` rather than mapping it to ``True``.
     """
 
     def __init__(
@@ -102,10 +104,11 @@ class Stream:
 
     # ------------------------------------------------------------------ labels
     def _register(self, label: Any) -> int:
-        code = self._codes.get(label)
+        key = match_key(label)
+        code = self._codes.get(key)
         if code is None:
             code = len(self._codes)
-            self._codes[label] = code
+            self._codes[key] = code
             assert self.classes is not None
             self.classes.append(label)
         return code
@@ -117,7 +120,7 @@ class Stream:
         if self.task == "classification":
             codes = []
             for i, lab in enumerate(labels):
-                code = self._codes.get(lab)
+                code = self._codes.get(match_key(lab))
                 if code is None:
                     if self._fixed_classes:
                         raise ValueError(

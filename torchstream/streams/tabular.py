@@ -16,17 +16,17 @@ from typing import Any
 import numpy as np
 import torch
 
-from torchstream.schema import Feature, Schema
+from torchstream.schema import Feature, Schema, match_key
 from torchstream.streams.base import Row, Stream, Task, infer_task
 
 __all__ = [
+    "MISSING_TOKENS",
     "TableStream",
+    "data_path",
     "from_numpy",
     "from_pandas",
-    "read_csv",
     "from_river",
-    "MISSING_TOKENS",
-    "data_path",
+    "read_csv",
 ]
 
 MISSING_TOKENS = ("", "?", "NA", "N/A", "NaN", "nan", "null", "None")
@@ -41,7 +41,10 @@ def data_path(name: str) -> Path:
 
 
 def _sorted_labels(labels: Iterable[Any]) -> list[Any]:
-    distinct = list(dict.fromkeys(labels))
+    first: dict[Any, Any] = {}
+    for v in labels:  # keyed like the stream's classes: True and 1 stay two labels
+        first.setdefault(match_key(v), v)
+    distinct = list(first.values())
     try:
         return sorted(distinct)
     except TypeError:
@@ -266,6 +269,7 @@ def read_csv(
             dup = sorted({h for h in header if header.count(h) > 1})
             raise ValueError(f"{path}: duplicate column names {dup}")
         records: list[list[str]] = []
+        line_nos: list[int] = []  # the file line of each record (blank lines are skipped)
         for line in reader:
             if nrows is not None and len(records) >= nrows:
                 break
@@ -277,6 +281,7 @@ def read_csv(
                     f"(header: {header})"
                 )
             records.append(line)
+            line_nos.append(reader.line_num)
     if not records:
         raise ValueError(f"{path}: no data rows after the header")
     for arg, cols in (("target", [target]), ("categorical", categorical), ("numeric", numeric),
@@ -292,13 +297,15 @@ def read_csv(
         if j == ti or col in dropped:
             continue
         raw = [r[j] for r in records]
-        values, feat = _parse_column(path, col, raw, missing_set, cat, num)
+        values, feat = _parse_column(path, col, raw, line_nos, missing_set, cat, num)
         columns[col] = values
         features.append(feat)
     labels_raw = [r[ti] for r in records]
     for i, v in enumerate(labels_raw):
-        if v in missing_set:
-            raise ValueError(f"{path}, line {i + 2}: missing value in the target column {target!r}")
+        if v.strip() in missing_set:  # stripped, as feature values are
+            raise ValueError(
+                f"{path}, line {line_nos[i]}: missing value in the target column {target!r}"
+            )
     labels: list[Any]
     try:
         nums = [float(v) for v in labels_raw]
@@ -317,6 +324,7 @@ def _parse_column(
     path: Path,
     col: str,
     raw: list[str],
+    line_nos: list[int],
     missing: set[str],
     categorical: set[str],
     numeric: set[str],
@@ -337,7 +345,9 @@ def _parse_column(
                 parsed.append(None)
                 continue
             if not math.isfinite(x):
-                raise ValueError(f"{path}, line {i + 2}, column {col!r}: non-finite value {v!r}")
+                raise ValueError(
+                    f"{path}, line {line_nos[i]}, column {col!r}: non-finite value {v!r}"
+                )
             parsed.append(x)
         n_present = len(raw) - sum(is_missing)
         if not bad:
@@ -347,8 +357,8 @@ def _parse_column(
         if col in numeric or len(bad) <= 0.1 * n_present:
             i = bad[0]
             raise ValueError(
-                f"{path}, line {i + 2}, column {col!r}: non-numeric value {raw[i]!r} in a numeric "
-                f"column ({len(bad)} such values); declare it categorical to keep it"
+                f"{path}, line {line_nos[i]}, column {col!r}: non-numeric value {raw[i]!r} in a "
+                f"numeric column ({len(bad)} such values); declare it categorical to keep it"
             )
     values = [None if m else v.strip() for v, m in zip(raw, is_missing)]
     cats = list(dict.fromkeys(v for v in values if v is not None))

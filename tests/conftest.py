@@ -1,0 +1,24 @@
+"""Shared test set-up: where the real data sets (``../shared/data`` from the repo root) live."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def data_dir() -> Iterator[Path]:
+    """Point ``$TORCHSTREAM_DATA`` at ``<repo>/../shared/data`` unless it is already set, so that
+    ``torchstream.streams.data_path`` works whatever the working directory of the test run."""
+    if os.environ.get("TORCHSTREAM_DATA"):
+        yield Path(os.environ["TORCHSTREAM_DATA"])
+        return
+    with pytest.MonkeyPatch.context() as mp:
+        path = REPO_ROOT.parent / "shared" / "data"
+        mp.setenv("TORCHSTREAM_DATA", str(path))
+        yield path

@@ -1,0 +1,291 @@
+"""OnlineLearner: both APIs, classes, devices, checkpoints, river integration, bad input."""
+
+from __future__ import annotations
+
+import copy
+
+import pandas as pd
+import pytest
+import torch
+from river import compose, datasets, evaluate, metrics, preprocessing
+
+from torchstream import OnlineClassifier, OnlineLearner, OnlineRegressor, Schema
+from torchstream.learners import RunningStandardizer
+from torchstream.models import MLP, Probit, SoftDecisionTree
+
+
+def mlp(hidden=(16,)):
+    return lambda d, k: MLP(d, k, hidden=hidden)
+
+
+def test_task_dispatch_and_river_types():
+    from river import base
+
+    clf = OnlineLearner(mlp())
+    reg = OnlineLearner(mlp(), task="regression")
+    assert isinstance(clf, OnlineClassifier) and isinstance(clf, base.Classifier)
+    assert isinstance(reg, OnlineRegressor) and isinstance(reg, base.Regressor)
+    with pytest.raises(ValueError, match="task"):
+        OnlineLearner(mlp(), task="ranking")
+    with pytest.raises(ValueError, match="task"):
+        OnlineClassifier(mlp(), task="regression")
+
+
+def test_phishing_progressive_accuracy():
+    """The learner must learn: >= 0.85 prequential accuracy on river's Phishing."""
+    model = OnlineLearner.from_spec("mlp", seed=0)
+    score = evaluate.progressive_val_score(datasets.Phishing(), model, metrics.Accuracy())
+    assert score.get() >= 0.85
+    assert model.n_samples_seen == 1250
+    assert set(model.classes_) == {True, False}
+
+
+def test_inside_river_pipeline():
+    model = preprocessing.StandardScaler() | OnlineLearner(mlp(), lr=0.01, seed=0)
+    assert isinstance(model, compose.Pipeline)
+    score = evaluate.progressive_val_score(datasets.Phishing(), model, metrics.Accuracy())
+    assert score.get() > 0.8
+
+
+def test_regression_beats_mean_predictor():
+    model = OnlineLearner.from_spec("mlp", task="regression", scale_inputs=True, seed=0)
+    mae = evaluate.progressive_val_score(datasets.TrumpApproval(), model, metrics.MAE()).get()
+    ys = [y for _, y in datasets.TrumpApproval()]
+    # the running-mean predictor's prequential MAE
+    total, base = 0.0, 0.0
+    for i, y in enumerate(ys):
+        pred = total / i if i else 0.0
+        base += abs(y - pred)
+        total += y
+    assert mae < 0.5 * base / len(ys)
+
+
+def test_string_labels_and_new_class_grow_output():
+    model = OnlineLearner(mlp(), lr=0.05, seed=0)
+    assert model.predict_proba_one({"a": 1.0, "b": 0.0}) == {}
+    assert model.predict_one({"a": 1.0, "b": 0.0}) is None
+    rows = [({"a": 1.0, "b": 0.0}, "cat"), ({"a": 0.0, "b": 1.0}, "dog")]
+    for _ in range(30):
+        for x, y in rows:
+            model.learn_one(x, y)
+    assert model.module.output_layer.out_features == 2
+    old_w = model.module.output_layer.weight.detach().clone()
+    model.learn_one({"a": 1.0, "b": 1.0}, "bird")  # never seen: a third unit, no crash
+    assert model.classes_ == ["cat", "dog", "bird"]
+    assert model.module.output_layer.out_features == 3
+    # the first two units' weights moved by one Adam step at most (lr = 0.05 per weight)
+    assert torch.allclose(model.module.output_layer.weight[:2], old_w, atol=0.051)
+    p = model.predict_proba_one({"a": 1.0, "b": 0.0})
+    assert list(p) == ["cat", "dog", "bird"]
+    assert sum(p.values()) == pytest.approx(1.0, abs=1e-6)
+    for _ in range(60):
+        for x, y in [*rows, ({"a": 1.0, "b": 1.0}, "bird")]:
+            model.learn_one(x, y)
+    assert model.predict_one({"a": 1.0, "b": 1.0}) == "bird"
+    assert model.predict_one({"a": 1.0, "b": 0.0}) == "cat"
+
+
+def test_unseen_output_units_have_zero_probability():
+    model = OnlineLearner(mlp(), seed=0)
+    model.learn_one({"a": 1.0}, "only")
+    X = torch.tensor([[1.0]])
+    p = model.predict_proba(X)
+    assert p.shape == (1, 2)
+    assert p[0].tolist() == [1.0, 0.0]
+    assert model.predict_proba_one({"a": 1.0}) == {"only": 1.0}
+
+
+def test_binary_probit_link_matches_normal_cdf():
+    model = OnlineLearner(lambda d, k: Probit(d, 1), lr=0.01, seed=0)
+    X = torch.randn(5, 3)
+    model.learn(X, torch.tensor([0, 1, 0, 1, 1]))
+    score = model.module(X).reshape(-1)
+    expected = torch.special.ndtr(score)
+    assert torch.allclose(model.predict_proba(X)[:, 1], expected, atol=1e-6)
+    with pytest.raises(ValueError, match="third class"):
+        model.learn(X[:1], torch.tensor([2]))
+
+
+def test_tensor_api_shapes_and_model_fn():
+    model = OnlineLearner(mlp(), classes=["a", "b", "c"], n_features=4, seed=0)
+    X = torch.randn(7, 4)
+    model.learn(X, torch.tensor([0, 1, 2, 0, 1, 2, 0]))
+    assert model.predict_proba(X).shape == (7, 3)
+    assert model.predict(X).shape == (7,)
+    out = model(X)  # the ModelFn keeps autograd for gradient attributions
+    assert out.shape == (7, 3) and out.requires_grad
+    with pytest.raises(ValueError, match="declared"):
+        model.learn(X[:1], torch.tensor([3]))
+    reg = OnlineLearner(mlp(), task="regression", n_features=4)
+    reg.learn(X, torch.randn(7))
+    assert reg.predict(X).shape == (7,)
+
+
+def test_model_fn_does_not_learn_or_mutate():
+    model = OnlineLearner(mlp(), n_features=3, seed=0)
+    model.learn(torch.randn(4, 3), torch.tensor([0, 1, 0, 1]))
+    before = copy.deepcopy(model.state_dict())
+    X = torch.randn(5, 3)
+    X0 = X.clone()
+    model(X)
+    model.predict_proba(X)
+    assert torch.equal(X, X0)
+    after = model.state_dict()
+    for k, v in before["module"].items():
+        assert torch.equal(v, after["module"][k])
+
+
+def test_learn_many_and_predict_many_frames():
+    data = list(datasets.Phishing())[:200]
+    X = pd.DataFrame([x for x, _ in data])
+    y = pd.Series([y for _, y in data])
+    model = OnlineLearner(mlp(), lr=0.01, seed=0)
+    for lo in range(0, 200, 50):
+        model.learn_many(X.iloc[lo : lo + 50], y.iloc[lo : lo + 50])
+    proba = model.predict_proba_many(X)
+    assert list(proba.columns) == model.classes_
+    assert proba.shape == (200, 2)
+    assert ((proba.sum(axis=1) - 1).abs() < 1e-5).all()
+    pred = model.predict_many(X)
+    assert (pred.index == X.index).all()
+    assert (pred == proba.idxmax(axis=1)).all()
+
+
+def test_batch_of_one_equals_learn_one():
+    """learn_one(x, y) and learn(tensor [1, d], index) are the same step."""
+    rows = list(datasets.Phishing())[:50]
+    a = OnlineLearner(mlp(), lr=0.01, seed=3, classes=[False, True])
+    b = OnlineLearner(mlp(), lr=0.01, seed=3, classes=[False, True])
+    schema = Schema(list(rows[0][0]))
+    for x, y in rows:
+        a.learn_one(x, y)
+        b.learn(schema.encode_one(x).unsqueeze(0), torch.tensor([int(y)]))
+    for k, v in a.state_dict()["module"].items():
+        assert torch.allclose(v, b.state_dict()["module"][k], atol=1e-6)
+
+
+def test_state_dict_resume_is_exact():
+    rows = list(datasets.Phishing())
+    a = OnlineLearner(mlp(), lr=0.01, seed=0)
+    for x, y in rows[:300]:
+        a.learn_one(x, y)
+    state = copy.deepcopy(a.state_dict())
+    b = OnlineLearner(mlp(), lr=0.01, seed=99)
+    b.load_state_dict(state)
+    for x, y in rows[300:600]:
+        a.learn_one(x, y)
+        b.learn_one(x, y)
+    X = torch.rand(10, 9)
+    assert torch.equal(a.predict_proba(X), b.predict_proba(X))
+    assert b.n_samples_seen == 600
+
+
+def test_resume_after_output_growth():
+    a = OnlineLearner(mlp(), lr=0.01, seed=0)
+    for i in range(9):
+        a.learn_one({"x": float(i)}, i % 3)
+    b = OnlineLearner(mlp(), lr=0.01, seed=0)
+    b.load_state_dict(copy.deepcopy(a.state_dict()))
+    assert b.module.output_layer.out_features == 3
+    a.learn_one({"x": 1.0}, 0)
+    b.learn_one({"x": 1.0}, 0)
+    assert torch.equal(a.module.output_layer.weight, b.module.output_layer.weight)
+
+
+def test_soft_tree_learner():
+    model = OnlineLearner(lambda d, k: SoftDecisionTree(d, k, depth=3), lr=0.02, seed=0)
+    score = evaluate.progressive_val_score(datasets.Phishing(), model, metrics.Accuracy())
+    assert score.get() > 0.8
+
+
+@pytest.mark.parametrize(
+    "row, match",
+    [
+        ({"a": float("nan"), "b": 1.0}, "column 'a'"),
+        ({"a": float("inf"), "b": 1.0}, "column 'a'"),
+        ({"a": 1.0}, "missing features \\['b'\\]"),
+        ({"a": 1.0, "b": 2.0, "c": 3.0}, "unknown features \\['c'\\]"),
+        ({"a": "red", "b": 2.0}, "non-numeric value 'red'"),
+    ],
+)
+def test_bad_dict_rows(row, match):
+    model = OnlineLearner(mlp(), seed=0)
+    model.learn_one({"a": 1.0, "b": 2.0}, 0)
+    with pytest.raises(ValueError, match=match):
+        model.learn_one(row, 1)
+    with pytest.raises(ValueError, match=match):
+        model.predict_proba_one(row)
+
+
+def test_bad_tensors():
+    model = OnlineLearner(mlp(), n_features=3)
+    with pytest.raises(ValueError, match="3"):
+        model.learn(torch.zeros(2, 4), torch.tensor([0, 1]))
+    with pytest.raises(ValueError, match="row 1, column 2"):
+        model.learn(torch.tensor([[0.0, 0, 0], [0, 0, float("nan")]]), torch.tensor([0, 1]))
+    with pytest.raises(ValueError, match="shape"):
+        model.learn(torch.zeros(2, 3), torch.tensor([0, 1, 1]))
+    with pytest.raises(ValueError, match=">= 0"):
+        model.learn(torch.zeros(1, 3), torch.tensor([-1]))
+    reg = OnlineLearner(mlp(), task="regression", n_features=3)
+    with pytest.raises(ValueError, match="non-finite"):
+        reg.learn(torch.zeros(1, 3), torch.tensor([float("inf")]))
+    with pytest.raises(ValueError, match="numbers"):
+        reg.learn_one({"a": 1.0, "b": 2.0, "c": 0.0}, "high")
+    with pytest.raises(ValueError, match="optimizer"):
+        OnlineLearner(mlp(), optimizer="newton")
+    with pytest.raises(ValueError, match="lr"):
+        OnlineLearner(mlp(), lr=-1.0)
+
+
+def test_string_feature_without_schema_is_a_clear_error():
+    model = OnlineLearner(mlp())
+    with pytest.raises(ValueError, match="feature 'color' holds the string"):
+        model.learn_one({"color": "red"}, 0)
+
+
+def test_schema_with_categoricals():
+    from torchstream import Feature
+
+    schema = Schema([Feature("x"), Feature("color", "categorical", ("red", "blue"))])
+    model = OnlineLearner(mlp(), schema=schema, lr=0.05, seed=0)
+    for _ in range(50):
+        model.learn_one({"x": 0.0, "color": "red"}, 0)
+        model.learn_one({"x": 0.0, "color": "blue"}, 1)
+    assert model.predict_one({"x": 0.0, "color": "blue"}) == 1
+    assert model.n_features == 3
+
+
+def test_running_standardizer_matches_batch_statistics():
+    torch.manual_seed(0)
+    X = torch.randn(100, 3, dtype=torch.float64) * torch.tensor([1.0, 10.0, 0.1]) + 5
+    s = RunningStandardizer(3)
+    for chunk in torch.split(X, 7):
+        s.update(chunk)
+    assert torch.allclose(s.mean, X.mean(0))
+    assert torch.allclose(s.std, X.std(0, unbiased=False))
+    Z = s.transform(X)
+    assert torch.allclose(Z.mean(0), torch.zeros(3, dtype=torch.float64), atol=1e-10)
+    assert torch.allclose(s.inverse(Z), X)
+
+
+def test_to_device_keeps_state():
+    model = OnlineLearner(mlp(), n_features=2, scale_inputs=True, seed=0)
+    model.learn(torch.randn(8, 2), torch.randint(0, 2, (8,)))
+    X = torch.randn(3, 2)
+    before = model.predict_proba(X)
+    model.to("cpu")
+    assert torch.equal(model.predict_proba(X), before)
+    assert str(model.device) == "cpu"
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_learner_matches_cpu():
+    rows = list(datasets.Phishing())[:100]
+    cpu = OnlineLearner(mlp(), lr=0.01, seed=0, device="cpu", dtype=torch.float64)
+    gpu = OnlineLearner(mlp(), lr=0.01, seed=0, device="cuda", dtype=torch.float64)
+    for x, y in rows:
+        cpu.learn_one(x, y)
+        gpu.learn_one(x, y)
+    X = torch.rand(5, 9, dtype=torch.float64)
+    assert torch.allclose(cpu.predict_proba(X), gpu.predict_proba(X).cpu(), atol=1e-6)
