@@ -1,5 +1,6 @@
 """Online learners and the adapters that turn any model into a ``ModelFn``."""
 
+from torchstream.learners.adapters import RiverModelFn, SklearnModelFn, as_model_fn
 from torchstream.learners.online import (
     OnlineClassifier,
     OnlineLearner,
@@ -14,4 +15,7 @@ __all__ = [
     "OnlineRegressor",
     "RunningStandardizer",
     "resolve_device",
+    "RiverModelFn",
+    "SklearnModelFn",
+    "as_model_fn",
 ]

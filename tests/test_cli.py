@@ -1,0 +1,106 @@
+"""End-to-end: `torchstream run` and `torchstream list`."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from torchstream.cli import main
+from torchstream.streams import data_path
+
+
+def _scalars(logdir):
+    acc = EventAccumulator(str(logdir), size_guidance={"scalars": 0})
+    acc.Reload()
+    return acc
+
+
+def test_run_default_stream_short(tmp_path, capsys):
+    logdir = tmp_path / "run"
+    assert main(["run", "--n-samples", "800", "--batch-size", "4", "--logdir", str(logdir),
+                 "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "agrawal-drift" in out
+    assert "| rows            |    800 |" in out
+    assert "known drifts at rows [400]" in out
+    assert f"tensorboard --logdir {logdir}" in out
+    acc = _scalars(logdir)
+    steps = [e.step for e in acc.Scalars("metrics/accuracy/cumulative")]
+    assert steps == list(range(9, 200, 10))  # logged every 10 batches
+    final = acc.Scalars("metrics/accuracy/cumulative")[-1].value
+    printed = float(out.split("| accuracy        |")[1].split("|")[0])
+    assert final == pytest.approx(printed, abs=6e-5)
+
+
+def test_run_csv_with_checkpoint_and_resume(tmp_path, capsys):
+    csv = tmp_path / "toy.csv"
+    rows = ["a,b,color,label"]
+    for i in range(120):
+        rows.append(f"{i % 7},{(i * 3) % 5},{'red' if i % 2 else 'blue'},{'yes' if i % 2 else 'no'}")
+    csv.write_text("\n".join(rows) + "\n")
+    ckpt = tmp_path / "c.pt"
+    args = ["run", "--stream", str(csv), "--target", "label", "--batch-size", "10",
+            "--logdir", str(tmp_path / "a"), "--no-progress"]
+    assert main([*args, "--steps", "6", "--checkpoint", str(ckpt)]) == 0
+    assert ckpt.exists()
+    assert main([*args, "--resume", str(ckpt)]) == 0
+    out = capsys.readouterr().out
+    assert "resumed from" in out and "at row 60" in out
+    assert "| rows            |    120 |" in out
+    full_dir = tmp_path / "b"
+    assert main(["run", "--stream", str(csv), "--target", "label", "--batch-size", "10",
+                 "--logdir", str(full_dir), "--no-progress"]) == 0
+    out_full = capsys.readouterr().out
+    acc_line = [line for line in out_full.splitlines() if line.startswith("| accuracy ")]
+    assert acc_line and acc_line[0] in out  # the resumed run ends where the full run ends
+
+
+def test_run_real_csv_regression(tmp_path, capsys):
+    path = data_path("california_housing.csv")
+    if not path.exists():
+        pytest.skip(f"{path} not available")
+    assert main(["run", "--stream", str(path), "--target", "median_house_value",
+                 "--steps", "50", "--batch-size", "16", "--logdir", str(tmp_path / "r"),
+                 "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "| mae " in out and "regression" in out
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["run", "--stream", "nope"], "unknown stream 'nope'"),
+        (["run", "--model", "transformer"], "transformer"),
+        (["run", "--batch-size", "0"], "--batch-size must be >= 1"),
+        (["run", "--stream", "missing.csv"], "CSV file not found"),
+        (["run", "--checkpoint-every", "3"], "needs --checkpoint"),
+        (["run", "--model", "autoencoder"], "unsupervised"),
+    ],
+)
+def test_run_errors(argv, message, tmp_path):
+    with pytest.raises(SystemExit) as e:
+        main([*argv, "--logdir", str(tmp_path / "x")])
+    assert message in str(e.value)
+
+
+def test_bad_spec_key_is_named(tmp_path):
+    spec = tmp_path / "bad.toml"
+    spec.write_text('[model]\ntype = "mlp"\nhidden = [8]\nwidth = 3\n\n[learner]\nlr = 0.01\n')
+    with pytest.raises(SystemExit) as e:
+        main(["run", "--model", str(spec), "--logdir", str(tmp_path / "x")])
+    assert "width" in str(e.value)
+
+
+def test_list(capsys):
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert "agrawal-drift" in out and "mlp" in out and "soft_tree" in out
+
+
+def test_console_script_help():
+    out = subprocess.run([sys.executable, "-m", "torchstream.cli", "run", "--help"],
+                         capture_output=True, text=True, check=True).stdout
+    assert "--stream" in out and "--device" in out
