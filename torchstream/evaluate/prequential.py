@@ -278,8 +278,7 @@ class Prequential:
         self._config_logged = state["config_logged"]
         if self.stream.classes is not None:
             for c in state["stream_classes"]:
-                if c not in self.stream._codes:
-                    self.stream._register(c)
+                self.stream._register(c)  # no-op for known labels
 
     def save(self, path: str | os.PathLike[str]) -> str:
         """Write :meth:`state_dict` with ``torch.save`` (atomically) and return the path."""

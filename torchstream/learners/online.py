@@ -19,7 +19,7 @@ from torchstream.learners.training import (
     grow_output_layer,
     training_loss,
 )
-from torchstream.schema import Schema
+from torchstream.schema import Schema, match_key
 
 __all__ = ["OnlineLearner", "OnlineClassifier", "OnlineRegressor", "resolve_device"]
 
@@ -135,7 +135,7 @@ class OnlineLearner:
             raise ValueError(f"n_features={n_features} but the schema has {schema.n_columns} columns")
         self.n_features = schema.n_columns if schema is not None else n_features
         self.classes_: list[Hashable] = []
-        self._codes: dict[Hashable, int] = {}
+        self._codes: dict[tuple[bool, Hashable], int] = {}
         self._fixed_classes = classes is not None
         for c in classes or ():
             self._add_class(c)
@@ -376,7 +376,7 @@ class OnlineLearner:
     def _add_class(self, label: Hashable) -> int:
         code = len(self.classes_)
         self.classes_.append(label)
-        self._codes[label] = code
+        self._codes[match_key(label)] = code  # True and 1 are different labels
         return code
 
     # ------------------------------------------------------------------ state

@@ -10,6 +10,7 @@ from river import base as river_base
 
 from torchstream.learners.online import OnlineLearner
 from torchstream.learners.training import grow_output_layer
+from torchstream.schema import match_key
 
 __all__ = ["OnlineClassifier", "OnlineRegressor"]
 
@@ -85,7 +86,7 @@ class OnlineClassifier(OnlineLearner):
         codes = []
         grew = False
         for lab in labels:
-            code = self._codes.get(lab)
+            code = self._codes.get(match_key(lab))
             if code is None:
                 if lab is None:
                     raise ValueError("a label is None")
