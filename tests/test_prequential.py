@@ -179,7 +179,7 @@ def test_checkpoint_resume_is_identical(tmp_path, stream_fn):
 
 
 def test_checkpoint_every_and_history_resume(tmp_path):
-    stream_fn = lambda: SEA(n_samples=240, seed=1)  # noqa: E731
+    stream_fn = lambda: SEA(n_samples=240, seed=1)
     h_full = History()
     _run(stream_fn, sinks=[h_full])
     h1 = History()

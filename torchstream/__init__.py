@@ -8,12 +8,12 @@ from torchstream.streams import Stream
 __version__ = "0.1.0"
 
 __all__ = [
-    "Schema",
     "Feature",
-    "Stream",
-    "OnlineLearner",
     "OnlineClassifier",
+    "OnlineLearner",
     "OnlineRegressor",
     "Prequential",
+    "Schema",
+    "Stream",
     "__version__",
 ]

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["main", "build_parser", "make_stream"]
+__all__ = ["build_parser", "main", "make_stream"]
 
 DEFAULT_STREAM = "agrawal-drift"
 

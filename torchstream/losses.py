@@ -21,7 +21,7 @@ import torch
 
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
-__all__ = ["LossFn", "get_loss", "LOSSES"]
+__all__ = ["LOSSES", "LossFn", "get_loss"]
 
 _EPS = 1e-12
 

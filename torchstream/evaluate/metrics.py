@@ -22,14 +22,14 @@ from typing import Any
 import torch
 
 __all__ = [
-    "Metric",
-    "Accuracy",
     "F1",
-    "LogLoss",
-    "MSE",
     "MAE",
-    "default_metrics",
     "METRICS",
+    "MSE",
+    "Accuracy",
+    "LogLoss",
+    "Metric",
+    "default_metrics",
 ]
 
 

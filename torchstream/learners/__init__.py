@@ -10,12 +10,12 @@ from torchstream.learners.online import (
 from torchstream.learners.scaling import RunningStandardizer
 
 __all__ = [
-    "OnlineLearner",
     "OnlineClassifier",
+    "OnlineLearner",
     "OnlineRegressor",
-    "RunningStandardizer",
-    "resolve_device",
     "RiverModelFn",
+    "RunningStandardizer",
     "SklearnModelFn",
     "as_model_fn",
+    "resolve_device",
 ]

@@ -12,16 +12,16 @@ from torch import nn
 from torchstream.learners.scaling import RunningStandardizer
 from torchstream.learners.training import (
     OPTIMIZERS,
-    mode_sensitive,
     TrainLoss,
     binary_link,
     build_optimizer,
     grow_output_layer,
+    mode_sensitive,
     training_loss,
 )
 from torchstream.schema import Schema, match_key
 
-__all__ = ["OnlineLearner", "OnlineClassifier", "OnlineRegressor", "resolve_device"]
+__all__ = ["OnlineClassifier", "OnlineLearner", "OnlineRegressor", "resolve_device"]
 
 ModuleFactory = Callable[[int, int], nn.Module]
 Task = Literal["classification", "regression"]
@@ -444,4 +444,4 @@ def _output_width(module_state: Mapping[str, torch.Tensor]) -> int | None:
     return None if w is None else int(w.shape[0])
 
 
-from torchstream.learners.tasks import OnlineClassifier, OnlineRegressor  # noqa: E402
+from torchstream.learners.tasks import OnlineClassifier, OnlineRegressor

@@ -12,11 +12,11 @@ from torch import nn
 __all__ = [
     "OPTIMIZERS",
     "TrainLoss",
-    "build_optimizer",
-    "training_loss",
     "binary_link",
+    "build_optimizer",
     "grow_output_layer",
     "mode_sensitive",
+    "training_loss",
 ]
 
 # Layers whose forward pass differs between train() and eval().
