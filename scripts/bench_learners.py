@@ -160,11 +160,11 @@ def import_deep_river() -> tuple[Any, str] | tuple[None, str]:
     """deep-river's ``Classifier`` class and version, or ``(None, why)``."""
     try:
         import river.anomaly
-        import river.base.anomaly_detector as anomaly_detector
+        from river.base import anomaly_detector
 
         if "river.anomaly.base" not in sys.modules:
             try:
-                import river.anomaly.base  # noqa: F401  (river < 0.26)
+                import river.anomaly.base
             except ModuleNotFoundError:  # river >= 0.26 moved it
                 sys.modules["river.anomaly.base"] = anomaly_detector
                 river.anomaly.base = anomaly_detector  # type: ignore[attr-defined]

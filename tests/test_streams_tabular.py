@@ -84,8 +84,9 @@ def adult() -> Loaded:
     return _load("adult.csv", "income")
 
 
-def test_data_path_honours_env(monkeypatch, tmp_path):
-    assert data_path("electricity.csv").exists()  # conftest points $TORCHSTREAM_DATA at it
+def test_data_path_honours_env(monkeypatch, tmp_path, data_dir):
+    # conftest points $TORCHSTREAM_DATA at the shared data folder
+    assert data_path("electricity.csv") == data_dir / "electricity.csv"
     monkeypatch.setenv("TORCHSTREAM_DATA", str(tmp_path))
     assert data_path("x.csv") == tmp_path / "x.csv"
     monkeypatch.delenv("TORCHSTREAM_DATA")
