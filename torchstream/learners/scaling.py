@@ -29,6 +29,7 @@ class RunningStandardizer(nn.Module):
         self.register_buffer("count", torch.zeros((), dtype=torch.float64))
         self.register_buffer("mean_", torch.zeros(n_features, dtype=torch.float64))
         self.register_buffer("m2", torch.zeros(n_features, dtype=torch.float64))
+        self._n = 0  # mirror of `count` on the host: no device sync to read it
         self._cache: tuple[tuple[torch.dtype, torch.device], torch.Tensor, torch.Tensor | None] | None = None
 
     @torch.no_grad()
@@ -37,13 +38,18 @@ class RunningStandardizer(nn.Module):
         n_b = X.shape[0]
         if n_b == 0:
             return
-        mean_b = X.mean(0)
-        m2_b = ((X - mean_b) ** 2).sum(0)
-        n_a = self.count
+        n_a = self._n
         n = n_a + n_b
-        delta = mean_b - self.mean_
-        self.mean_ += delta * (n_b / n)
-        self.m2 += m2_b + delta**2 * (n_a * n_b / n)
+        if n_b == 1:  # Welford's single-row update: fewer kernels on the per-row hot path
+            delta = X[0] - self.mean_
+            self.mean_.add_(delta, alpha=1.0 / n)
+            self.m2.addcmul_(delta, X[0] - self.mean_)
+        else:  # Chan et al.: combine the batch's moments with the running ones
+            mean_b = X.mean(0)
+            delta = mean_b - self.mean_
+            self.mean_.add_(delta, alpha=n_b / n)
+            self.m2.add_(((X - mean_b) ** 2).sum(0)).add_(delta**2, alpha=n_a * n_b / n)
+        self._n = n
         self.count.fill_(n)
         self._cache = None
 
@@ -54,10 +60,10 @@ class RunningStandardizer(nn.Module):
     @property
     def std(self) -> torch.Tensor:
         """Population standard deviation; 1 where it is (numerically) zero or unknown."""
-        if self.count < 2:
+        if self._n < 2:
             return torch.ones_like(self.m2)
-        var = self.m2 / self.count
-        return torch.where(var > self.eps, var.sqrt(), torch.ones_like(var))
+        var = self.m2 / self._n
+        return var.sqrt() + (var <= self.eps)
 
     def transform(self, X: torch.Tensor) -> torch.Tensor:
         """``(X - mean) / std``; before the first update (no statistics yet) every row maps to 0."""
@@ -75,10 +81,11 @@ class RunningStandardizer(nn.Module):
         the next update: no device sync on the hot path."""
         key = (dtype, self.mean_.device)
         if self._cache is None or self._cache[0] != key:
-            std = None if float(self.count) == 0 else self.std.to(dtype)
+            std = None if self._n == 0 else self.std.to(dtype)
             self._cache = (key, self.mean_.to(dtype), std)
         return self._cache[1], self._cache[2]
 
     def _load_from_state_dict(self, *args: object, **kwargs: object) -> None:
-        self._cache = None
         super()._load_from_state_dict(*args, **kwargs)  # type: ignore[arg-type]
+        self._cache = None
+        self._n = int(self.count)

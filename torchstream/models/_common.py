@@ -63,3 +63,24 @@ def check_input(x: torch.Tensor, width: int, owner: str, argument: str = "x") ->
         raise ValueError(
             f"{owner}: expected {argument} of width {width} ([B, {width}]), got width {x.shape[1]}"
         )
+
+
+class OutputLayerWidth:
+    """Mixin for models with an ``output_layer`` (``nn.Linear``): ``n_outputs`` is its width.
+
+    Assigning ``n_outputs`` is allowed only with the width the layer already has (replace the
+    layer to change the width, as the learner does when a new class appears)."""
+
+    output_layer: nn.Linear
+
+    @property
+    def n_outputs(self) -> int:
+        return self.output_layer.out_features
+
+    @n_outputs.setter
+    def n_outputs(self, value: int) -> None:
+        if value != self.output_layer.out_features:
+            raise ValueError(
+                f"n_outputs={value!r} does not match output_layer.out_features="
+                f"{self.output_layer.out_features}; replace output_layer to change the width"
+            )

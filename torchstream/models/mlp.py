@@ -7,12 +7,18 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from torchstream.models._common import check_hidden, check_input, check_int, make_activation
+from torchstream.models._common import (
+    OutputLayerWidth,
+    check_hidden,
+    check_input,
+    check_int,
+    make_activation,
+)
 
 __all__ = ["MLP"]
 
 
-class MLP(nn.Module):
+class MLP(OutputLayerWidth, nn.Module):
     """Fully connected network ``[B, n_features] -> [B, n_outputs]``.
 
     The output is raw: logits for classification (no softmax), values for regression.
@@ -78,22 +84,6 @@ class MLP(nn.Module):
             make_activation(activation)  # validate the name even when unused
         self.body = nn.Sequential(*layers)
         self.output_layer = nn.Linear(width, n_outputs)
-
-    @property
-    def n_outputs(self) -> int:
-        """Current output width (that of :attr:`output_layer`).
-
-        Assigning it is allowed only with the width :attr:`output_layer` already has (replace
-        the layer to change the width)."""
-        return self.output_layer.out_features
-
-    @n_outputs.setter
-    def n_outputs(self, value: int) -> None:
-        if value != self.output_layer.out_features:
-            raise ValueError(
-                f"n_outputs={value!r} does not match output_layer.out_features="
-                f"{self.output_layer.out_features}; replace output_layer to change the width"
-            )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``[B, n_features] -> [B, n_outputs]`` raw scores."""

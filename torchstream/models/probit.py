@@ -5,12 +5,12 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from torchstream.models._common import check_input, check_int
+from torchstream.models._common import OutputLayerWidth, check_input, check_int
 
 __all__ = ["Probit"]
 
 
-class Probit(nn.Module):
+class Probit(OutputLayerWidth, nn.Module):
     """Linear probit model ``[B, n_features] -> [B, n_outputs]``.
 
     :meth:`forward` returns the probit score ``s = x @ w + b``; the model reads it as
@@ -59,22 +59,6 @@ class Probit(nn.Module):
         super().__init__()
         self.n_features = check_int(n_features, "n_features")
         self.output_layer = nn.Linear(self.n_features, check_int(n_outputs, "n_outputs"))
-
-    @property
-    def n_outputs(self) -> int:
-        """Current output width (that of :attr:`output_layer`).
-
-        Assigning it is allowed only with the width :attr:`output_layer` already has (replace
-        the layer to change the width)."""
-        return self.output_layer.out_features
-
-    @n_outputs.setter
-    def n_outputs(self, value: int) -> None:
-        if value != self.output_layer.out_features:
-            raise ValueError(
-                f"n_outputs={value!r} does not match output_layer.out_features="
-                f"{self.output_layer.out_features}; replace output_layer to change the width"
-            )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Probit scores ``[B, n_features] -> [B, n_outputs]``."""

@@ -163,6 +163,17 @@ class Stream:
             raise ValueError(f"batch size must be a positive integer, got {size!r}")
         if start < 0:
             raise ValueError(f"start must be >= 0, got {start}")
+        return self._batches(size, device, dtype, start, stop)
+
+    def _batches(
+        self,
+        size: int,
+        device: torch.device | str | None,
+        dtype: torch.dtype,
+        start: int,
+        stop: int | None,
+    ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """Row-based batching (subclasses holding tensors slice them instead)."""
         it = iter(self)
         skipped = itertools.islice(it, start)
         if self.task == "classification" and not self._fixed_classes:

@@ -101,19 +101,14 @@ class TableStream(Stream):
         names = self.schema.names
         return ((dict(zip(names, x)), y) for x, y in zip(self._X.tolist(), self._labels))
 
-    def batches(
+    def _batches(
         self,
         size: int,
-        *,
-        device: torch.device | str | None = None,
-        dtype: torch.dtype = torch.float32,
-        start: int = 0,
-        stop: int | None = None,
+        device: torch.device | str | None,
+        dtype: torch.dtype,
+        start: int,
+        stop: int | None,
     ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        if not isinstance(size, int) or size < 1:
-            raise ValueError(f"batch size must be a positive integer, got {size!r}")
-        if start < 0:
-            raise ValueError(f"start must be >= 0, got {start}")
         n = self._X.shape[0] if stop is None else min(stop, self._X.shape[0])
         X = self._X.to(device=device, dtype=dtype)
         y = self._y.to(device=device)
