@@ -289,3 +289,48 @@ def test_cuda_learner_matches_cpu():
         gpu.learn_one(x, y)
     X = torch.rand(5, 9, dtype=torch.float64)
     assert torch.allclose(cpu.predict_proba(X), gpu.predict_proba(X).cpu(), atol=1e-6)
+
+
+def test_prediction_forward_reuse_is_bit_identical():
+    """predict_proba_one + learn_one reuses the prediction's forward pass: same weights as
+    learning without it (predictions under no_grad take the plain path)."""
+    rows = list(datasets.Phishing())[:200]
+    a = OnlineLearner(mlp(), lr=0.01, seed=5)
+    b = OnlineLearner(mlp(), lr=0.01, seed=5)
+    for x, y in rows:
+        pa = a.predict_proba_one(x)
+        with torch.no_grad():
+            pb = b.predict_proba_one(x)
+        assert pa == pb
+        a.learn_one(x, y)
+        b.learn_one(x, y)
+    for k, v in a.state_dict()["module"].items():
+        assert torch.equal(v, b.state_dict()["module"][k])
+
+
+def test_forward_not_reused_for_a_changed_row():
+    model = OnlineLearner(mlp(), lr=0.01, seed=0)
+    model.learn_one({"a": 0.0, "b": 0.0}, 0)
+    x = {"a": 1.0, "b": 2.0}
+    model.predict_proba_one(x)
+    x["a"] = 5.0  # the same dict object, mutated
+    ref = OnlineLearner(mlp(), lr=0.01, seed=0)
+    ref.learn_one({"a": 0.0, "b": 0.0}, 0)
+    model.learn_one(x, 1)
+    ref.learn_one({"a": 5.0, "b": 2.0}, 1)
+    for k, v in model.state_dict()["module"].items():
+        assert torch.equal(v, ref.state_dict()["module"][k])
+
+
+def test_numeric_frame_fast_path_equals_row_path():
+    data = list(datasets.Phishing())[:64]
+    X = pd.DataFrame([x for x, _ in data])
+    a = OnlineLearner(mlp(), lr=0.01, seed=0)
+    a.learn_one(data[0][0], data[0][1])
+    fast = a._encode_many(X[list(reversed(X.columns))])  # column order does not matter
+    slow = a.schema.encode(X.to_dict(orient="records"))
+    assert torch.equal(fast, slow)
+    bad = X.copy()
+    bad.iloc[3, 2] = float("nan")
+    with pytest.raises(ValueError, match="row 4, column .https."):  # 1 row seen before
+        a.learn_many(bad, pd.Series([y for _, y in data]))

@@ -145,6 +145,8 @@ class OnlineLearner:
         self.input_scaler: RunningStandardizer | None = None
         self.target_scaler: RunningStandardizer | None = None
         self.link: Callable[[torch.Tensor], torch.Tensor] | None = None
+        self._last_forward: tuple[torch.Tensor, int, torch.Tensor] | None = None
+        self._mode_sensitive = False
         self.n_samples_seen = 0
         self._training_mode: bool | None = None
         self._train_loss = training_loss(loss, self.task)
@@ -213,6 +215,7 @@ class OnlineLearner:
 
     def _make_optimizer(self) -> None:
         assert self.module is not None
+        self._last_forward = None  # parameters may have been replaced
         self._grads: list[torch.Tensor] | None = None  # gradient buffers, reused every step
         self._mode_sensitive = mode_sensitive(self.module)
         self.optimizer = build_optimizer(
@@ -277,13 +280,21 @@ class OnlineLearner:
         y = self._check_y(y, X.shape[0])
         return self._step(X, y)
 
-    def _step(self, X: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    def _step(
+        self, X: torch.Tensor, y: torch.Tensor, out: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """One optimiser step. ``out`` is the module's output for ``X`` when it is already known
+        (computed with autograd by the prediction of the same row, same parameters)."""
         module = self._ensure_module(X)
-        if self.input_scaler is not None:
-            self.input_scaler.update(X)
-        self._set_mode(True)
-        out = module(self.input_scaler.transform(X) if self.input_scaler is not None else X)
-        loss = self._train_loss(out, self._train_target(y)).mean()
+        self._last_forward = None
+        if out is None:
+            if self.input_scaler is not None:
+                self.input_scaler.update(X)
+            self._set_mode(True)
+            out = module(self.input_scaler.transform(X) if self.input_scaler is not None else X)
+        target = self._train_target(y)
+        mean_loss = getattr(self._train_loss, "mean", None)  # a fused mean where available
+        loss = mean_loss(out, target) if mean_loss else self._train_loss(out, target).mean()
         opt = self.optimizer
         assert opt is not None
         if self._grads is None:
@@ -333,6 +344,9 @@ class OnlineLearner:
         return schema.encode([x], dtype=self.dtype, device=self.device, first_row=self.n_samples_seen)
 
     def _encode_many(self, X: Any) -> torch.Tensor:
+        fast = self._encode_frame(X)
+        if fast is not None:
+            return fast
         rows = X.to_dict(orient="records") if hasattr(X, "to_dict") else list(X)
         if not rows:
             raise ValueError("an empty batch of rows")
@@ -340,9 +354,27 @@ class OnlineLearner:
             self.schema = self._infer_schema(rows[0])
         return self.schema.encode(rows, dtype=self.dtype, device=self.device, first_row=self.n_samples_seen)
 
+    def _encode_frame(self, X: Any) -> torch.Tensor | None:
+        """A numeric frame whose columns are exactly the schema's features: one array copy.
+        Anything else (or any bad value) takes the row path, which names the bad cell."""
+        schema = self.schema
+        if schema is None or not schema._plain_numeric or not hasattr(X, "columns"):
+            return None
+        if len(X.columns) != schema.n_features or set(X.columns) != schema._name_set:
+            return None
+        try:
+            arr = X[list(schema.names)].to_numpy(dtype="float64")
+        except (TypeError, ValueError):
+            return None
+        out = torch.from_numpy(arr)
+        if not bool(torch.isfinite(out).all()):
+            return None
+        return out.to(device=self.device, dtype=self.dtype)
+
     def learn_one(self, x: Mapping[Hashable, Any], y: Any) -> None:
         X = self._encode_one(x)
-        self._step(X, self._targets_from_labels([y]))
+        y_t = self._targets_from_labels([y])
+        self._step(X, y_t, self._reuse_forward(X))
 
     def learn_many(self, X: Any, y: Any) -> None:
         Xt = self._encode_many(X)
@@ -352,7 +384,27 @@ class OnlineLearner:
         self._step(Xt, self._targets_from_labels(labels))
 
     def predict_one(self, x: Mapping[Hashable, Any]) -> Any:
-        return self._labels_from_tensor(self._infer(self._encode_one(x)))[0]
+        return self._labels_from_tensor(self._infer_one(self._encode_one(x)))[0]
+
+    # The river protocol predicts a row and then learns the same row. The prediction of one row
+    # runs with autograd and keeps its output; learn_one uses it instead of a second forward
+    # pass when nothing changed in between (same encoded row, no step taken, no new output
+    # unit) and the forward pass does not depend on state that learning updates first (input
+    # scaling, train/eval-sensitive layers). The result is the same step, bit for bit.
+    def _infer_one(self, X: torch.Tensor) -> torch.Tensor:
+        module = self._ensure_module(X)
+        if self._mode_sensitive or self.input_scaler is not None or not torch.is_grad_enabled():
+            return self._infer(X)
+        out = module(X)
+        self._last_forward = (X, self.n_samples_seen, out)
+        with torch.no_grad():
+            return self._outputs(out.detach())
+
+    def _reuse_forward(self, X: torch.Tensor) -> torch.Tensor | None:
+        last, self._last_forward = self._last_forward, None
+        if last is None or last[1] != self.n_samples_seen or not torch.equal(last[0], X):
+            return None
+        return last[2]
 
     def predict_many(self, X: Any) -> Any:
         import pandas as pd
@@ -408,6 +460,7 @@ class OnlineLearner:
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self._last_forward = None
         self.classes_, self._codes = [], {}
         for c in state["classes"]:
             self._add_class(c)

@@ -54,6 +54,7 @@ class OnlineClassifier(OnlineLearner):
                 f"{self.classes_!r}"
             )
         old = self.optimizer
+        self._last_forward = None
         grow_output_layer(self.module, len(self.classes_))
         self._make_optimizer()
         if old is not None:  # keep the optimiser state of the unchanged parameters
@@ -124,7 +125,7 @@ class OnlineClassifier(OnlineLearner):
     def predict_proba_one(self, x: Mapping[Hashable, Any]) -> dict[Hashable, float]:
         if not self.classes_:
             return {}
-        p = self._infer(self._encode_one(x))[0].tolist()
+        p = self._infer_one(self._encode_one(x))[0].tolist()
         return dict(zip(self.classes_, p))
 
     def predict_proba_many(self, X: Any) -> Any:

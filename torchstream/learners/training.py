@@ -144,6 +144,12 @@ class _ClassificationLoss:
             return _binary_ce(self.link or "logistic")(out, y)
         return _softmax_ce(out, y)
 
+    def mean(self, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """The batch mean, reduced inside the kernel for the softmax case."""
+        if out.dim() == 1 or out.shape[1] == 1:
+            return self(out, y).mean()
+        return F.cross_entropy(out, y)
+
 
 @torch.no_grad()
 def grow_output_layer(module: nn.Module, n_outputs: int) -> bool:
