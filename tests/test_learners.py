@@ -334,3 +334,22 @@ def test_numeric_frame_fast_path_equals_row_path():
     bad.iloc[3, 2] = float("nan")
     with pytest.raises(ValueError, match="row 4, column .https."):  # 1 row seen before
         a.learn_many(bad, pd.Series([y for _, y in data]))
+
+
+def test_optimizer_step_respects_hooks():
+    from torchstream.learners.training import optimizer_step
+
+    p = torch.nn.Parameter(torch.ones(2))
+    opt = torch.optim.SGD([p], lr=0.5)
+    calls = []
+    opt.register_step_post_hook(lambda o, a, k: calls.append(1))
+    p.grad = torch.ones(2)
+    optimizer_step(opt)
+    assert calls == [1] and p.tolist() == [0.5, 0.5]
+    opt2 = torch.optim.Adam([q := torch.nn.Parameter(torch.ones(2))], lr=0.1)
+    ref = torch.optim.Adam([r := torch.nn.Parameter(torch.ones(2))], lr=0.1)
+    for _ in range(3):
+        q.grad, r.grad = torch.tensor([1.0, -2.0]), torch.tensor([1.0, -2.0])
+        optimizer_step(opt2)
+        ref.step()
+    assert torch.equal(q, r)

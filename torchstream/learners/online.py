@@ -17,6 +17,7 @@ from torchstream.learners.training import (
     build_optimizer,
     grow_output_layer,
     mode_sensitive,
+    optimizer_step,
     training_loss,
 )
 from torchstream.schema import Schema, match_key
@@ -146,6 +147,7 @@ class OnlineLearner:
         self.target_scaler: RunningStandardizer | None = None
         self.link: Callable[[torch.Tensor], torch.Tensor] | None = None
         self._last_forward: tuple[torch.Tensor, int, torch.Tensor] | None = None
+        self._last_encoded: tuple[list[Any], torch.Tensor] | None = None  # never mutated
         self._mode_sensitive = False
         self.n_samples_seen = 0
         self._training_mode: bool | None = None
@@ -306,7 +308,7 @@ class OnlineLearner:
             grads = [p.grad for g in opt.param_groups for p in g["params"]]
             if all(g is not None for g in grads):
                 self._grads = grads
-        opt.step()
+        optimizer_step(opt)
         self.n_samples_seen += X.shape[0]
         return loss.detach()
 
@@ -336,9 +338,14 @@ class OnlineLearner:
             schema = self.schema = self._infer_schema(x)
         if schema._plain_numeric and x.keys() == schema._name_set:
             vals = [x[n] for n in schema.names]
+            last = self._last_encoded
+            if last is not None and last[0] == vals:  # predict, then learn, the same row
+                return last[1]
             try:
                 if math.isfinite(sum(vals)):
-                    return torch.tensor([vals], dtype=self.dtype, device=self.device)
+                    X = torch.tensor([vals], dtype=self.dtype, device=self.device)
+                    self._last_encoded = (vals, X)
+                    return X
             except TypeError:
                 pass
         return schema.encode([x], dtype=self.dtype, device=self.device, first_row=self.n_samples_seen)
@@ -402,7 +409,9 @@ class OnlineLearner:
 
     def _reuse_forward(self, X: torch.Tensor) -> torch.Tensor | None:
         last, self._last_forward = self._last_forward, None
-        if last is None or last[1] != self.n_samples_seen or not torch.equal(last[0], X):
+        if last is None or last[1] != self.n_samples_seen:
+            return None
+        if last[0] is not X and not torch.equal(last[0], X):
             return None
         return last[2]
 
@@ -435,6 +444,7 @@ class OnlineLearner:
     def to(self, device: str | torch.device) -> OnlineLearner:
         """Move the module, its optimiser state and the scalers to ``device``."""
         self.device = resolve_device(device)
+        self._last_encoded = self._last_forward = None
         if self.module is not None:
             state = self.state_dict()
             self.module.to(self.device)
