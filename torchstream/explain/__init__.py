@@ -1,0 +1,1 @@
+"""Incremental explanations: iPFI, iSAGE, iPDP and their building blocks."""
