@@ -8,11 +8,12 @@ Tags are slash-separated and grouped into charts:
 * ``"category/chart/series"`` is the series ``series`` of chart ``chart`` in ``category``, so
   ``"metrics/accuracy/cumulative"`` and ``"metrics/accuracy/window"`` share the chart
   ``"accuracy"`` of category ``"metrics"`` (further parts stay in the series name);
-* ``"category/name"`` is its own chart ``name`` in ``category``;
+* ``"category/name"`` is the series ``name`` of the chart ``category`` in ``category``, so an
+  explainer's per-feature series (``"ipfi/age"``, ``"ipfi/salary"``) share one chart;
 * a one-part tag ``"name"`` is the chart ``name`` in category ``"misc"``.
 
->>> chart_of("metrics/accuracy/window"), chart_of("loss/train"), chart_of("lr")
-(('metrics', 'accuracy'), ('loss', 'train'), ('misc', 'lr'))
+>>> chart_of("metrics/accuracy/window"), chart_of("ipfi/age"), chart_of("lr")
+(('metrics', 'accuracy'), ('ipfi', 'ipfi'), ('misc', 'lr'))
 >>> group_tags(["metrics/accuracy/cumulative", "metrics/accuracy/window", "lr"])
 {'metrics': {'accuracy': ['metrics/accuracy/cumulative', 'metrics/accuracy/window']}, 'misc': {'lr': ['lr']}}
 """
@@ -49,6 +50,8 @@ def chart_of(tag: str) -> tuple[str, str]:
     parts = tag.split("/")
     if len(parts) == 1:
         return MISC, tag
+    if len(parts) == 2:
+        return parts[0], parts[0]
     return parts[0], parts[1]
 
 
