@@ -244,3 +244,51 @@ def test_infinite_stream_with_steps():
     result = runner.run(5)
     assert result.n_rows == 20 and result.n_steps == 5
     assert "accuracy" in result.table()
+
+
+def test_figures_reach_tensorboard_images(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    class Pictures:
+        name = "pics"
+
+        def on_batch(self, batch):
+            return None
+
+        def figures(self):
+            fig = plt.figure()
+            fig.gca().plot([0, 1], [1, 0])
+            return {"pics/curve": fig}
+
+    sink = TensorBoardSink(tmp_path / "tb")
+    runner = Prequential(mlp_learner(), SEA(n_samples=40, seed=0), batch_size=4,
+                         plugins=[Pictures()], sinks=[sink], figure_every=5)
+    runner.run()
+    runner.close()
+    acc = EventAccumulator(str(tmp_path / "tb"), size_guidance={"images": 0})
+    acc.Reload()
+    assert [e.step for e in acc.Images("pics/curve")] == [4, 9]
+    assert plt.get_fignums() == []  # the runner closed them
+    with pytest.raises(ValueError, match="figure_every"):
+        Prequential(mlp_learner(), SEA(n_samples=4), figure_every=0)
+
+
+def test_plot_importance(tmp_path):
+    from torchstream.sinks import plot_importance
+
+    h = History()
+    for step in range(20):
+        h.log_scalars(step, {"metrics/accuracy/window": 0.5 + step / 100,
+                             "ipfi/a": step / 10, "ipfi/b": 1 - step / 20})
+    fig = plot_importance(h, "ipfi", batch_size=10, drift_positions=[100],
+                          detected_positions=[130], path=tmp_path / "imp.png")
+    assert (tmp_path / "imp.png").stat().st_size > 1000
+    top, bottom = fig.axes
+    assert [line.get_label() for line in bottom.get_lines()][:2] == ["a", "b"]
+    assert bottom.get_lines()[0].get_xdata()[-1] == 190
+    with pytest.raises(ValueError, match="isage"):
+        plot_importance(h, "isage")

@@ -7,7 +7,10 @@ with the plug-in's ``name``). Two optional hooks:
 
 * ``transform(X, step) -> Tensor``: replaces the batch's inputs before the learner sees them
   (for prediction and learning), e.g. feature selection that masks columns;
-* ``state_dict()`` / ``load_state_dict(state)``: saved in the run's checkpoints.
+* ``state_dict()`` / ``load_state_dict(state)``: saved in the run's checkpoints;
+* ``figures() -> Mapping[str, matplotlib Figure]``: pictures of the plug-in's state (e.g. a
+  PDP with its ICE curves), sent every ``figure_every`` steps to the sinks that have
+  ``log_figure(tag, figure, step)``.
 
 Explainers, drift detectors and feature selectors are plug-ins; each can equally be used on
 its own in a user's loop.

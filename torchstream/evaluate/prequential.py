@@ -80,6 +80,9 @@ class Prequential:
     sinks
         Sinks (:mod:`torchstream.sinks`) receiving the config once and scalars every
         ``log_every`` steps.
+    figure_every
+        Every this many steps, plug-ins with ``figures()`` send pictures to the sinks with
+        ``log_figure`` (None: never).
     progress
         Show a progress bar (tqdm).
 
@@ -104,6 +107,7 @@ class Prequential:
         plugins: Sequence[Any] = (),
         sinks: Sequence[Any] = (),
         log_every: int = 1,
+        figure_every: int | None = None,
         progress: bool = False,
         config: Mapping[str, Any] | None = None,
     ) -> None:
@@ -125,6 +129,9 @@ class Prequential:
         self.plugin_names = [plugin_name(p, i) for i, p in enumerate(self.plugins)]
         self.sinks = list(sinks)
         self.log_every = log_every
+        if figure_every is not None and (not isinstance(figure_every, int) or figure_every < 1):
+            raise ValueError(f"figure_every must be a positive integer or None, got {figure_every!r}")
+        self.figure_every = figure_every
         self.progress = progress
         self.config = dict(config or {})
         self.position = 0  # rows consumed
@@ -169,6 +176,8 @@ class Prequential:
                 if scalars is not None:
                     for sink in self.sinks:
                         sink.log_scalars(self.step - 1, scalars)
+                if self.figure_every and self.step % self.figure_every == 0:
+                    self._log_figures()
                 if bar is not None:
                     bar.update(1)
                 if checkpoint_every and self.step % checkpoint_every == 0:
@@ -213,6 +222,17 @@ class Prequential:
         scalars["learner/loss"] = float(loss)
         scalars.update(extra)
         return scalars
+
+    def _log_figures(self) -> None:
+        sinks = [s for s in self.sinks if hasattr(s, "log_figure")]
+        for p in self.plugins:
+            figures = getattr(p, "figures", None)
+            if figures is None:
+                continue
+            for tag, fig in figures().items():
+                for sink in sinks:
+                    sink.log_figure(tag, fig, self.step - 1)
+                _close_figure(fig)
 
     def _metric_scalars(self) -> dict[str, float]:
         out = {}
@@ -296,6 +316,12 @@ class Prequential:
     def close(self) -> None:
         for sink in self.sinks:
             sink.close()
+
+
+def _close_figure(fig: Any) -> None:
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
 
 
 def _align_classes(learner: Any, stream: Stream) -> None:

@@ -160,6 +160,12 @@ class TensorBoardSink:
         if self._layout_stale:
             self._write_layout(step)
 
+    def log_figure(self, tag: str, figure: Any, step: int) -> None:
+        """A matplotlib figure as an image at ``step`` (IMAGES tab; e.g. a PDP over steps).
+        The figure is closed afterwards."""
+        self._check_open()
+        self._writer.add_figure(tag, figure, step, close=True)
+
     def close(self) -> None:
         """Write the session end info (when a config was logged), flush and close."""
         if self._closed:
