@@ -111,14 +111,43 @@ class ExponentialSmoother:
             b -= 1
             if b == 0:
                 return
-        # deviations from the estimate before the batch (exact for B = 1)
-        dev = (values - self.debiased.unsqueeze(0)) ** 2 if self.n else torch.zeros_like(values)
+        if b > self._max_chunk:  # keep (1 - alpha)^-b representable
+            self.update(values[: self._max_chunk])
+            self.update(values[self._max_chunk :])
+            return
+        before = self._estimates_before(values)
+        dev = (values - before) ** 2
+        if self.n == 0:
+            dev[0] = 0.0  # no estimate exists before the very first value
         w = self._weights(b).reshape(b, *([1] * len(self.shape)))
         decay = (1.0 - self.alpha) ** b
         self.raw = decay * self.raw + (w * values).sum(0)
-        if self.n:
-            self.sq_dev = decay * self.sq_dev + (w * dev).sum(0)
+        self.sq_dev = decay * self.sq_dev + (w * dev).sum(0)
         self.n += b
+
+    @property
+    def _max_chunk(self) -> int:
+        r = 1.0 - self.alpha
+        return 1 << 30 if r == 0.0 else max(1, int(600.0 / -math.log(r)))
+
+    def _estimates_before(self, values: torch.Tensor) -> torch.Tensor:
+        """The debiased estimate just before each value of the batch (prefix EMAs in closed
+        form), so that the deviations of a batch equal those of sequential updates."""
+        b = values.shape[0]
+        r = 1.0 - self.alpha
+        view = (b, *([1] * len(self.shape)))
+        if r == 0.0:  # alpha = 1: the estimate is the previous value
+            return torch.cat([self.debiased.unsqueeze(0), values[:-1]])
+        i = torch.arange(b, dtype=self.raw.dtype, device=self.raw.device)
+        scaled = values * (self.alpha * r ** (-(i + 1))).reshape(view)
+        prefix = torch.cumsum(scaled, 0) - scaled  # sum over j < i
+        raw_before = (r**i).reshape(view) * (self.raw.unsqueeze(0) + prefix)
+        n_before = self.n + i
+        if self.init == "first":
+            corr = (n_before > 0).to(self.raw.dtype)
+        else:
+            corr = 1.0 - r**n_before
+        return raw_before / corr.clamp_min(1e-300).reshape(view)
 
     @property
     def correction(self) -> float:
