@@ -9,6 +9,7 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
+from torchstream.learners.river_api import RiverAPI
 from torchstream.learners.scaling import RunningStandardizer
 from torchstream.learners.training import (
     OPTIMIZERS,
@@ -35,7 +36,7 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
     return torch.device(device)
 
 
-class OnlineLearner:
+class OnlineLearner(RiverAPI):
     """A torch module trained online, one batch (or one row) at a time.
 
     ``OnlineLearner(..., task="classification")`` builds an :class:`OnlineClassifier` and
@@ -84,15 +85,16 @@ class OnlineLearner:
     _raw_memory_usage = 0
 
     def __new__(cls, *args: Any, **kwargs: Any) -> OnlineLearner:
+        target = cls
         if cls is OnlineLearner:
             task = kwargs.get("task", "classification")
             if task == "classification":
-                cls = OnlineClassifier
+                target = OnlineClassifier
             elif task == "regression":
-                cls = OnlineRegressor
+                target = OnlineRegressor
             else:
                 raise ValueError(f"task must be 'classification' or 'regression', got {task!r}")
-        return super().__new__(cls)
+        return super().__new__(target)
 
     def __init__(
         self,
@@ -316,121 +318,6 @@ class OnlineLearner:
         return y
 
     def _check_y(self, y: Any, n: int) -> torch.Tensor:  # pragma: no cover - per task
-        raise NotImplementedError
-
-    # ------------------------------------------------------------------ dict rows
-    def _infer_schema(self, x: Mapping[Hashable, Any]) -> Schema:
-        for k, v in x.items():
-            if isinstance(v, (str, bytes)):
-                raise ValueError(
-                    f"feature {k!r} holds the string {v!r}: pass a Schema with its categories "
-                    f"(schema=...) or put a one-hot encoder before the learner"
-                )
-        schema = Schema(list(x))
-        if self.n_features is not None and schema.n_columns != self.n_features:
-            raise ValueError(f"row has {schema.n_columns} features, the learner expects {self.n_features}")
-        self.n_features = schema.n_columns
-        return schema
-
-    def _encode_one(self, x: Mapping[Hashable, Any]) -> torch.Tensor:
-        schema = self.schema
-        if schema is None:
-            schema = self.schema = self._infer_schema(x)
-        if schema._plain_numeric and x.keys() == schema._name_set:
-            vals = [x[n] for n in schema.names]
-            last = self._last_encoded
-            if last is not None and last[0] == vals:  # predict, then learn, the same row
-                return last[1]
-            try:
-                if math.isfinite(sum(vals)):
-                    X = torch.tensor([vals], dtype=self.dtype, device=self.device)
-                    self._last_encoded = (vals, X)
-                    return X
-            except TypeError:
-                pass
-        return schema.encode([x], dtype=self.dtype, device=self.device, first_row=self.n_samples_seen)
-
-    def _encode_many(self, X: Any) -> torch.Tensor:
-        fast = self._encode_frame(X)
-        if fast is not None:
-            return fast
-        rows = X.to_dict(orient="records") if hasattr(X, "to_dict") else list(X)
-        if not rows:
-            raise ValueError("an empty batch of rows")
-        if self.schema is None:
-            self.schema = self._infer_schema(rows[0])
-        return self.schema.encode(rows, dtype=self.dtype, device=self.device, first_row=self.n_samples_seen)
-
-    def _encode_frame(self, X: Any) -> torch.Tensor | None:
-        """A numeric frame whose columns are exactly the schema's features: one array copy.
-        Anything else (or any bad value) takes the row path, which names the bad cell."""
-        schema = self.schema
-        if schema is None or not schema._plain_numeric or not hasattr(X, "columns"):
-            return None
-        if len(X.columns) != schema.n_features or set(X.columns) != schema._name_set:
-            return None
-        try:
-            arr = X[list(schema.names)].to_numpy(dtype="float64")
-        except (TypeError, ValueError):
-            return None
-        out = torch.from_numpy(arr)
-        if not bool(torch.isfinite(out).all()):
-            return None
-        return out.to(device=self.device, dtype=self.dtype)
-
-    def learn_one(self, x: Mapping[Hashable, Any], y: Any) -> None:
-        X = self._encode_one(x)
-        y_t = self._targets_from_labels([y])
-        self._step(X, y_t, self._reuse_forward(X))
-
-    def learn_many(self, X: Any, y: Any) -> None:
-        Xt = self._encode_many(X)
-        labels = y.tolist() if hasattr(y, "tolist") else list(y)
-        if len(labels) != Xt.shape[0]:
-            raise ValueError(f"{Xt.shape[0]} rows but {len(labels)} labels")
-        self._step(Xt, self._targets_from_labels(labels))
-
-    def predict_one(self, x: Mapping[Hashable, Any]) -> Any:
-        return self._labels_from_tensor(self._infer_one(self._encode_one(x)))[0]
-
-    # The river protocol predicts a row and then learns the same row. The prediction of one row
-    # runs with autograd and keeps its output; learn_one uses it instead of a second forward
-    # pass when nothing changed in between (same encoded row, no step taken, no new output
-    # unit) and the forward pass does not depend on state that learning updates first (input
-    # scaling, train/eval-sensitive layers). The result is the same step, bit for bit.
-    def _infer_one(self, X: torch.Tensor) -> torch.Tensor:
-        module = self._ensure_module(X)
-        if self._mode_sensitive or self.input_scaler is not None or not torch.is_grad_enabled():
-            return self._infer(X)
-        out = module(X)
-        self._last_forward = (X, self.n_samples_seen, out)
-        with torch.no_grad():
-            return self._outputs(out.detach())
-
-    def _reuse_forward(self, X: torch.Tensor) -> torch.Tensor | None:
-        last, self._last_forward = self._last_forward, None
-        if last is None or last[1] != self.n_samples_seen:
-            return None
-        if last[0] is not X and not torch.equal(last[0], X):
-            return None
-        return last[2]
-
-    def predict_many(self, X: Any) -> Any:
-        import pandas as pd
-
-        index = getattr(X, "index", None)
-        return pd.Series(self._labels_from_tensor(self._infer(self._encode_many(X))), index=index)
-
-    @torch.inference_mode()
-    def _infer(self, X: torch.Tensor) -> torch.Tensor:
-        self._ensure_module(X)
-        self._set_mode(False)
-        return self._outputs(self._forward_raw(X))
-
-    def _targets_from_labels(self, labels: Sequence[Any]) -> torch.Tensor:  # pragma: no cover
-        raise NotImplementedError
-
-    def _labels_from_tensor(self, out: torch.Tensor) -> list[Any]:  # pragma: no cover
         raise NotImplementedError
 
     # ------------------------------------------------------------------ classes

@@ -66,9 +66,8 @@ class OnlineClassifier(OnlineLearner):
         y = torch.as_tensor(y, device=self.device)
         if y.dim() != 1 or y.shape[0] != n:
             raise ValueError(f"y must have shape [{n}], got {list(y.shape)}")
-        if y.dtype.is_floating_point:
-            if not bool((y == y.round()).all()):
-                raise ValueError("classification targets must be class indices (integers)")
+        if y.dtype.is_floating_point and not bool((y == y.round()).all()):
+            raise ValueError("classification targets must be class indices (integers)")
         y = y.long()
         if n and int(y.min()) < 0:
             raise ValueError(f"class indices must be >= 0, got {int(y.min())}")
