@@ -1,0 +1,418 @@
+"""Plumbing shared by the loss-based incremental explainers (iPFI, iSAGE).
+
+What lives here: argument checks, feature names, the storage / generator set-up, batched (and
+optionally chunked) model calls under ``torch.no_grad()`` with a one-time check that the model's
+output fits the loss, the exponential smoothing of the per-row contributions, the plug-in glue
+for :class:`~torchstream.evaluate.Prequential` and ``state_dict`` / ``load_state_dict``.
+
+A subclass implements ``_contributions(X, y, model_fn) -> Tensor [B, d]`` (the per-row
+contributions of a batch, computed against the storage as it was before the batch) and may add
+state through ``_extra_state`` / ``_load_extra_state``.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+from torchstream.explain.smoothing import ExponentialSmoother, check_alpha
+from torchstream.losses import LOSSES, LossFn, get_loss
+from torchstream.typing import ModelFn
+
+__all__ = ["LossExplainer", "ema_prefix", "feature_names_for", "make_storage"]
+
+#: Named losses that read the model output as class probabilities.
+_PROBA_LOSSES = {"cross_entropy", "log_loss"}
+#: Named losses that read a 2-D output as class scores and need class-index labels.
+_CLASS_LOSSES = {"cross_entropy", "log_loss", "zero_one"}
+#: Named losses that compare a 2-D output with one-hot labels (and a 1-D one with values).
+_REGRESSION_LOSSES = {"mse", "squared", "absolute", "mae"}
+
+
+def check_positive_int(value: Any, argument: str) -> int:
+    """``value`` as an ``int >= 1``, else ``ValueError`` naming ``argument``."""
+    try:
+        out = operator.index(value)
+    except TypeError:
+        raise ValueError(f"{argument} must be a positive integer, got {value!r}") from None
+    if isinstance(value, bool) or out < 1:
+        raise ValueError(f"{argument} must be a positive integer, got {value!r}")
+    return out
+
+
+def feature_names_for(feature_names: Any, n_features: int) -> list[str]:
+    """``"x0".."x{d-1}"`` by default; else the given names (a sequence, or anything with a
+    ``.columns`` attribute such as a :class:`~torchstream.schema.Schema`), one per feature."""
+    if feature_names is None:
+        return [f"x{j}" for j in range(n_features)]
+    columns = getattr(feature_names, "columns", None)
+    if columns is not None and not isinstance(feature_names, (str, bytes)):
+        feature_names = columns
+    if isinstance(feature_names, (str, bytes)):
+        raise TypeError(f"feature_names must be a sequence of names, got {feature_names!r}")
+    try:
+        names = [str(n) for n in feature_names]
+    except TypeError:
+        msg = f"feature_names must be a sequence of names, got {feature_names!r}"
+        raise ValueError(msg) from None
+    if len(names) != n_features:
+        raise ValueError(
+            f"feature_names has {len(names)} names but n_features is {n_features}"
+        )
+    if len(set(names)) != len(names):
+        dup = sorted({n for n in names if names.count(n) > 1})
+        raise ValueError(f"feature_names must be unique, duplicated: {dup}")
+    return names
+
+
+def make_storage(storage: Any, size: int, n_features: int, seed: int) -> Any:
+    """A storage from its name (``"geometric"``: :class:`GeometricReservoir`, ``"uniform"``:
+    :class:`UniformReservoir`, each of ``size`` rows, seeded with ``seed``) or the given object,
+    which needs ``sample(n) -> Tensor [n, d]`` and ``update(X)``."""
+    if isinstance(storage, str):
+        from torchstream.explain import storage as st
+
+        if storage == "geometric":
+            return st.GeometricReservoir(size, n_features, seed=seed)
+        if storage == "uniform":
+            return st.UniformReservoir(size, n_features, seed=seed)
+        raise ValueError(
+            f"storage must be 'geometric', 'uniform' or a storage object, got {storage!r}"
+        )
+    has = [callable(getattr(storage, method, None)) for method in ("sample", "update")]
+    if not all(has):
+        raise TypeError(
+            f"storage must be 'geometric', 'uniform' or an object with sample(n) and update(X), "
+            f"got {type(storage).__name__}"
+        )
+    return storage
+
+
+def ema_prefix(
+    values: torch.Tensor, prev: torch.Tensor, alpha: float, block: int = 128
+) -> torch.Tensor:
+    """The EMA ``v_b = (1 - alpha) v_{b-1} + alpha u_b`` after each of the rows ``u_b`` of
+    ``values [B, *k]``, starting from ``v_{-1} = prev [*k]``; in closed form per block of rows
+    (a ``[block, block]`` lower-triangular weight matrix), so no Python loop over rows."""
+    b = values.shape[0]
+    flat = values.reshape(b, -1)
+    state = prev.reshape(1, -1).to(flat.dtype)
+    out = []
+    for start in range(0, b, block):
+        v = flat[start:start + block]
+        n = v.shape[0]
+        i = torch.arange(n, device=v.device)
+        age = (i.view(-1, 1) - i.view(1, -1)).to(v.dtype)
+        keep = age >= 0
+        w = torch.where(keep, alpha * (1.0 - alpha) ** age.clamp_min(0), torch.zeros_like(age))
+        decay = ((1.0 - alpha) ** (i + 1).to(v.dtype)).view(-1, 1)
+        chunk = w @ v + decay * state
+        out.append(chunk)
+        state = chunk[-1:]
+    return torch.cat(out).reshape(values.shape)
+
+
+def _acc_dtype(device: torch.device) -> torch.dtype:
+    """float64 for the loss arithmetic, except where the device has none (MPS)."""
+    return torch.float32 if device.type == "mps" else torch.float64
+
+
+def _describe(t: torch.Tensor) -> str:
+    return f"shape {list(t.shape)}, dtype {t.dtype}"
+
+
+class LossExplainer:
+    """Base class of :class:`~torchstream.explain.ipfi.IncrementalPFI` and
+    :class:`~torchstream.explain.isage.IncrementalSAGE`: a smoothed per-feature importance,
+    updated from batches of rows. See the subclasses for the parameters."""
+
+    #: Prefix of the plug-in's tags.
+    name = "explainer"
+
+    def __init__(
+        self,
+        model_fn: ModelFn | None,
+        loss: str | LossFn,
+        n_features: int,
+        *,
+        alpha: float,
+        storage: Any,
+        storage_size: int,
+        n_samples: int,
+        feature_names: Any,
+        init: str,
+        chunk_size: int | None,
+        seed: int | None,
+    ) -> None:
+        if model_fn is not None and not callable(model_fn):
+            raise TypeError(f"model_fn must be callable or None, got {type(model_fn).__name__}")
+        self.model_fn = model_fn
+        if isinstance(loss, str):
+            if loss not in LOSSES:
+                raise ValueError(
+                    f"loss: unknown loss {loss!r}; known: {sorted(LOSSES)} or a callable"
+                )
+            self.loss_name: str | None = loss
+        elif callable(loss):
+            self.loss_name = None
+        else:
+            raise TypeError(f"loss must be a loss name or a callable, got {loss!r}")
+        self.loss_fn: LossFn = get_loss(loss)
+        self.n_features = check_positive_int(n_features, "n_features")
+        self.alpha = check_alpha(alpha, "alpha")
+        self.n_samples = check_positive_int(n_samples, "n_samples")
+        self.chunk_size = (
+            None if chunk_size is None else check_positive_int(chunk_size, "chunk_size")
+        )
+        self.feature_names = feature_names_for(feature_names, self.n_features)
+        if init not in ("zero", "first"):
+            raise ValueError(f"init must be 'zero' or 'first', got {init!r}")
+        self.seed = seed
+        self.generator = torch.Generator()
+        if seed is None:
+            self.generator.seed()
+        else:
+            self.generator.manual_seed(int(seed))
+        storage_seed = int(torch.randint(0, 2**62, (1,), generator=self.generator))
+        if isinstance(storage, str):
+            storage_size = check_positive_int(storage_size, "storage_size")
+        self.storage = make_storage(storage, storage_size, self.n_features, storage_seed)
+        self.smoother = ExponentialSmoother(self.alpha, self.n_features, init=init)
+        self.n_batches = 0  # explain() calls so far (the step named in error messages)
+        self._checked = False
+
+    # ------------------------------------------------------------------ results
+    @property
+    def importance(self) -> torch.Tensor:
+        """The debiased importance ``[d]`` (raw / (1 - (1 - alpha)^n); zeros before the first
+        explained row)."""
+        return self.smoother.debiased.clone()
+
+    @property
+    def importance_raw(self) -> torch.Tensor:
+        """The zero-initialised EMA ``[d]`` the papers' theorems are about (biased towards 0 for
+        the first ~1/alpha rows)."""
+        return self.smoother.raw.clone()
+
+    def half_width(self, delta: float = 0.05) -> torch.Tensor:
+        """Chebyshev half-width ``[d]`` at level ``1 - delta`` around the debiased importance,
+        from the EMA of squared deviations of the per-row contributions and the variance
+        ``sigma^2 alpha / (2 - alpha)`` of an EMA of iid contributions."""
+        return self.smoother.half_width(delta)
+
+    @property
+    def n_explained(self) -> int:
+        """Number of rows explained so far (rows of a batch that met an empty storage are only
+        stored, not explained)."""
+        return self.smoother.n
+
+    def as_dict(self) -> dict[str, float]:
+        """``{feature name: debiased importance}``."""
+        return dict(zip(self.feature_names, self.importance.tolist()))
+
+    # ------------------------------------------------------------------ explaining
+    def explain(self, X: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Explain the batch ``X [B, d]``, ``y [B]`` with the current model and return the
+        debiased importance ``[d]``; the rows are added to the storage afterwards."""
+        if self.model_fn is None:
+            raise ValueError(
+                f"{type(self).__name__} was built with model_fn=None: pass model_fn= to use "
+                f"explain(), or use it as a plug-in (it then explains batch.learner)"
+            )
+        return self._explain(X, y, self.model_fn)
+
+    def _explain(self, X: torch.Tensor, y: torch.Tensor, model_fn: ModelFn) -> torch.Tensor:
+        X, y = self._check_batch(X, y)
+        if self._storage_size() > 0:
+            contributions = self._contributions(X, y, model_fn)
+            self.smoother.update(contributions)
+        self.n_batches += 1
+        self.storage.update(X)
+        return self.importance
+
+    def _contributions(self, X: torch.Tensor, y: torch.Tensor, model_fn: ModelFn) -> torch.Tensor:
+        raise NotImplementedError
+
+    def _check_batch(self, X: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if not isinstance(X, torch.Tensor) or not isinstance(y, torch.Tensor):
+            raise TypeError(
+                f"X and y must be tensors, got {type(X).__name__} and {type(y).__name__}"
+            )
+        if X.dim() != 2 or X.shape[1] != self.n_features:
+            raise ValueError(
+                f"X must have shape [B, n_features={self.n_features}], got {list(X.shape)}"
+            )
+        if X.shape[0] < 1:
+            raise ValueError("X must hold at least one row")
+        if y.dim() != 1 or y.shape[0] != X.shape[0]:
+            raise ValueError(f"y must have shape [B={X.shape[0]}], got {list(y.shape)}")
+        if not X.is_floating_point():
+            X = X.to(torch.get_default_dtype())
+        return X, y
+
+    def _storage_size(self) -> int:
+        size = getattr(self.storage, "__len__", None)
+        return 1 if size is None else len(self.storage)
+
+    def _sample_rows(self, n: int, like: torch.Tensor) -> torch.Tensor:
+        """``n`` rows from the storage, on ``like``'s device and dtype."""
+        rows = self.storage.sample(n)
+        if rows.shape != (n, self.n_features):
+            raise ValueError(
+                f"storage.sample({n}) returned {list(rows.shape)}, "
+                f"expected [{n}, {self.n_features}]"
+            )
+        return rows.to(device=like.device, dtype=like.dtype)
+
+    # ------------------------------------------------------------------ model calls
+    def _evaluate(self, model_fn: ModelFn, Z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """``model_fn`` on all rows of ``Z`` (in chunks of ``chunk_size`` rows when set), under
+        ``torch.no_grad()``, as a float64 tensor ``[n]`` or ``[n, k]``. The first ``len(y)`` rows
+        of ``Z`` must be the batch itself: on the first call their outputs are checked against
+        the loss."""
+        n = Z.shape[0]
+        step = self.n_batches
+        chunk = self.chunk_size or n
+        outs = []
+        with torch.no_grad():
+            for start in range(0, n, chunk):
+                part = Z[start:start + chunk]
+                out = model_fn(part)
+                outs.append(self._check_shape(out, part.shape[0], step))
+        if len({tuple(o.shape[1:]) for o in outs}) > 1:
+            raise ValueError(
+                f"model_fn returned outputs of different widths across chunks at step {step}: "
+                f"{sorted({tuple(o.shape[1:]) for o in outs})}"
+            )
+        out = outs[0] if len(outs) == 1 else torch.cat(outs)
+        out = out.to(_acc_dtype(out.device))
+        if bool(torch.isnan(out).any()):
+            raise ValueError(
+                f"model_fn returned NaN at step {step} (explain call {step}, "
+                f"{int(torch.isnan(out).reshape(n, -1).any(1).sum())} of {n} rows)"
+            )
+        if not self._checked:
+            self._check_loss_fit(out[: y.shape[0]], y)
+            self._checked = True
+        return out
+
+    @staticmethod
+    def _check_shape(out: Any, n: int, step: int) -> torch.Tensor:
+        if not isinstance(out, torch.Tensor):
+            raise TypeError(
+                f"model_fn must return a tensor [n] or [n, k], got {type(out).__name__} "
+                f"at step {step}"
+            )
+        if out.dim() == 2 and out.shape[1] == 1:
+            out = out.reshape(-1)
+        if out.dim() not in (1, 2) or out.shape[0] != n:
+            raise ValueError(
+                f"model_fn returned {_describe(out)} for {n} rows at step {step}; expected [{n}] "
+                f"(values, or the probability of class 1) or [{n}, k] (class probabilities)"
+            )
+        return out
+
+    def _check_loss_fit(self, out: torch.Tensor, y: torch.Tensor) -> None:
+        """Raise ``ValueError`` saying what was expected if ``out`` (the outputs of the batch's
+        own rows) cannot be scored against ``y`` by the loss."""
+        name = self.loss_name
+        labels_ok = True
+        if name in _CLASS_LOSSES or (out.dim() == 2 and name in _REGRESSION_LOSSES):
+            if out.dim() == 2:
+                k = out.shape[1]
+                yv = y.to(torch.float64)
+                labels_ok = bool(((yv == yv.round()) & (yv >= 0) & (yv < k)).all())
+                expected = f"labels in 0..{k - 1}"
+            elif name in _PROBA_LOSSES:
+                yv = y.to(torch.float64)
+                labels_ok = bool(((yv == 0) | (yv == 1)).all())
+                expected = "labels 0 or 1 for a [n] output (probability of class 1)"
+            if not labels_ok:
+                raise ValueError(
+                    f"loss {name!r} with model output of {_describe(out)} needs {expected}; "
+                    f"got labels {y[:8].tolist()}{'...' if len(y) > 8 else ''}"
+                )
+        if name in _PROBA_LOSSES:
+            lo, hi = float(out.min()), float(out.max())
+            sums_ok = out.dim() == 1 or bool(((out.sum(1) - 1).abs() < 1e-3).all())
+            if lo < -1e-6 or hi > 1 + 1e-6 or not sums_ok:
+                raise ValueError(
+                    f"loss {name!r} needs class probabilities from model_fn: [n, k] with rows "
+                    f"summing to 1, or [n] (the probability of class 1); got {_describe(out)} "
+                    f"with values in [{lo:.4g}, {hi:.4g}]"
+                )
+        try:
+            value = self.loss_fn(out, y)
+        except Exception as exc:  # a callable loss that cannot take this output
+            raise ValueError(
+                f"loss {name or getattr(self.loss_fn, '__name__', 'callable')!r} failed on the "
+                f"model output ({_describe(out)}) and y ({_describe(y)}): {exc}"
+            ) from exc
+        if not isinstance(value, torch.Tensor) or value.shape != (y.shape[0],):
+            shape = list(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
+            raise ValueError(
+                f"the loss must return one value per row, shape [{y.shape[0]}], got {shape} for a "
+                f"model output of {_describe(out)}"
+            )
+
+    def _loss(self, out: torch.Tensor, y: torch.Tensor, repeats: int) -> torch.Tensor:
+        """Per-row losses of ``out [B * repeats, ...]`` (row-major in the batch) against ``y``,
+        as ``[B, repeats]``."""
+        b = y.shape[0]
+        yy = y.repeat_interleave(repeats) if repeats > 1 else y
+        return self.loss_fn(out, yy).to(out.dtype).reshape(b, repeats)
+
+    # ------------------------------------------------------------------ plug-in
+    def on_batch(self, batch: Any) -> dict[str, float]:
+        """Plug-in hook: explain ``batch.X``, ``batch.y`` with ``model_fn`` (or, if that is
+        None, with ``batch.learner``) and return ``{"<name>/<feature>": importance}``; empty
+        while no row has been explained yet (the first batch only fills the storage)."""
+        model_fn = self.model_fn if self.model_fn is not None else batch.learner
+        self._explain(batch.X, batch.y, model_fn)
+        if self.n_explained == 0:
+            return {}
+        return {f"{self.name}/{f}": v for f, v in self.as_dict().items()}
+
+    def _extra_state(self) -> dict[str, Any]:
+        return {}
+
+    def _load_extra_state(self, state: Mapping[str, Any]) -> None:
+        pass
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to resume bit-exactly: smoother, storage, generator, counters."""
+        storage_state = getattr(self.storage, "state_dict", None)
+        return {
+            "class": type(self).__name__,
+            "n_features": self.n_features,
+            "smoother": self.smoother.state_dict(),
+            "storage": storage_state() if callable(storage_state) else None,
+            "generator": self.generator.get_state(),
+            "n_batches": self.n_batches,
+            "checked": self._checked,
+            **self._extra_state(),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        if state.get("class") != type(self).__name__ or state.get("n_features") != self.n_features:
+            raise ValueError(
+                f"state is for {state.get('class')} with n_features={state.get('n_features')}, "
+                f"not {type(self).__name__} with n_features={self.n_features}"
+            )
+        self.smoother.load_state_dict(state["smoother"])
+        if state["storage"] is not None:
+            self.storage.load_state_dict(state["storage"])
+        self.generator.set_state(state["generator"])
+        self.n_batches = int(state["n_batches"])
+        self._checked = bool(state["checked"])
+        self._load_extra_state(state)
+
+    def __repr__(self) -> str:
+        loss = self.loss_name or getattr(self.loss_fn, "__name__", "callable")
+        return (
+            f"{type(self).__name__}(n_features={self.n_features}, loss={loss!r}, "
+            f"alpha={self.alpha}, n_samples={self.n_samples}, n_explained={self.n_explained})"
+        )
