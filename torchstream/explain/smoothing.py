@@ -106,11 +106,21 @@ class ExponentialSmoother:
             return
         if self.n == 0 and self.init == "first":
             self.raw = values[0].clone()
+            self.sq_dev = torch.zeros_like(self.raw)
             self.n = 1
             values = values[1:]
             b -= 1
             if b == 0:
                 return
+        if b == 1:  # the per-row path: a few kernels (out of place: callers may hold `raw`)
+            u = values[0]
+            r = 1.0 - self.alpha
+            if self.n:
+                dev = (u - self.debiased) ** 2
+                self.sq_dev = torch.add(self.sq_dev * r, dev, alpha=self.alpha)
+            self.raw = torch.add(self.raw * r, u, alpha=self.alpha)
+            self.n += 1
+            return
         if b > self._max_chunk:  # keep (1 - alpha)^-b representable
             self.update(values[: self._max_chunk])
             self.update(values[self._max_chunk :])
