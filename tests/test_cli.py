@@ -104,3 +104,39 @@ def test_console_script_help():
     out = subprocess.run([sys.executable, "-m", "torchstream.cli", "run", "--help"],
                          capture_output=True, text=True, check=True).stdout
     assert "--stream" in out and "--device" in out
+
+
+def test_run_explains_by_default(tmp_path, capsys):
+    logdir = tmp_path / "explained"
+    assert main(["run", "--n-samples", "600", "--logdir", str(logdir), "--no-progress",
+                 "--log-every", "5", "--figure-every", "50", "--pdp-feature", "age"]) == 0
+    out = capsys.readouterr().out
+    assert "ipfi: " in out and "isage: " in out and "ipdp/age: importance" in out
+    acc = EventAccumulator(str(logdir), size_guidance={"scalars": 0, "images": 0})
+    acc.Reload()
+    tags = set(acc.Tags()["scalars"])
+    columns = ["salary", "commission", "age", "elevel", "car", "zipcode", "hvalue", "hyears", "loan"]
+    assert {f"ipfi/{c}" for c in columns} <= tags
+    assert {f"isage/{c}" for c in columns} <= tags
+    assert "ipdp/age/importance" in tags
+    assert [e.step for e in acc.Images("ipdp/age")] == [49, 99, 149]
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--explain", "shap"], "unknown explainers ['shap']"),
+        (["--pdp-feature", "height"], "--pdp-feature 'height' is not a column"),
+        (["--figure-every", "0"], "--figure-every must be >= 1"),
+    ],
+)
+def test_explain_option_errors(argv, message, tmp_path):
+    with pytest.raises(SystemExit) as e:
+        main(["run", "--n-samples", "100", "--logdir", str(tmp_path / "x"), *argv])
+    assert message in str(e.value)
+
+
+def test_run_without_explainers(tmp_path, capsys):
+    assert main(["run", "--n-samples", "200", "--explain", "none", "--logdir",
+                 str(tmp_path / "n"), "--no-progress"]) == 0
+    assert "ipfi" not in capsys.readouterr().out

@@ -1,8 +1,9 @@
 """Command line: ``torchstream run`` (the main job) and ``torchstream list``.
 
-``torchstream run`` with no arguments trains the ``mlp`` model spec prequentially on a synthetic
-Agrawal stream with an abrupt concept drift in its middle, logs the metrics to TensorBoard and
-prints a summary table.
+``torchstream run`` with no arguments trains the ``mlp`` model spec prequentially (batches of 4
+rows) on a synthetic Agrawal stream with an abrupt concept drift in its middle, explains it with
+iPFI, iSAGE and an iPDP of the first feature, logs metrics, importances and PDP pictures to
+TensorBoard and prints a summary table.
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-scale-inputs", action="store_true",
                      help="do not standardise inputs with running statistics")
     run.add_argument("--steps", type=int, help="number of batches (default: the whole stream)")
-    run.add_argument("--batch-size", type=int, default=1, help="rows per step (default: 1)")
+    run.add_argument("--batch-size", type=int, default=4,
+                     help="rows per step (default: %(default)s; 1 is the per-row protocol)")
     run.add_argument("--window", type=int, default=1000,
                      help="rows in the windowed metrics (default: %(default)s)")
     run.add_argument("--device", default="auto", help="cpu, cuda, cuda:1 or auto (default)")
@@ -59,6 +61,15 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--checkpoint-every", type=int, help="batches between checkpoints")
     run.add_argument("--resume", help="resume from this checkpoint file")
     run.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    run.add_argument("--explain", default="ipfi,isage,ipdp",
+                     help="explainers run on the stream, comma-separated from ipfi, isage, ipdp, "
+                          "or 'none' (default: %(default)s)")
+    run.add_argument("--explain-alpha", type=float, default=0.001,
+                     help="smoothing factor of the explainers (default: %(default)s)")
+    run.add_argument("--pdp-feature", help="feature (encoded column) of the iPDP "
+                                           "(default: the first column)")
+    run.add_argument("--figure-every", type=int, default=1000,
+                     help="batches between iPDP pictures in TensorBoard (default: %(default)s)")
     sub.add_parser("list", help="list the built-in streams and model specs")
     return parser
 
@@ -99,7 +110,7 @@ def _run(args: argparse.Namespace) -> int:
     from torchstream.models import load_spec
     from torchstream.sinks import TensorBoardSink
 
-    for flag in ("batch_size", "log_every", "window", "n_samples", "threads"):
+    for flag in ("batch_size", "log_every", "window", "n_samples", "threads", "figure_every"):
         value = getattr(args, flag)
         if value is not None and value < 1:
             raise SystemExit(f"error: --{flag.replace('_', '-')} must be >= 1, got {value}")
@@ -130,8 +141,13 @@ def _run(args: argparse.Namespace) -> int:
     sink = TensorBoardSink(logdir)
     config = {"model_spec": {"name": spec.name, "source": str(spec.source), **spec.model},
               "seed": args.seed}
+    try:
+        plugins = make_explainers(args, stream)
+    except ValueError as e:
+        raise SystemExit(f"error: {e}") from None
     runner = Prequential(learner, stream, batch_size=args.batch_size, window=args.window,
-                         sinks=[sink], log_every=args.log_every,
+                         sinks=[sink], log_every=args.log_every, plugins=plugins,
+                         figure_every=args.figure_every,
                          progress=not args.no_progress and sys.stderr.isatty(), config=config)
     if args.resume:
         runner.resume(args.resume)
@@ -148,12 +164,59 @@ def _run(args: argparse.Namespace) -> int:
     if args.checkpoint and not args.checkpoint_every:
         result.checkpoint = runner.save(args.checkpoint)
     print(result.table())
+    for p in plugins:
+        print(_importance_line(p))
     if stream.drift_positions:
         print(f"known drifts at rows {list(stream.drift_positions)}")
     if result.checkpoint:
         print(f"checkpoint: {result.checkpoint}")
     print(f"TensorBoard logs: tensorboard --logdir {logdir}")
     return 0
+
+
+EXPLAINERS = ("ipfi", "isage", "ipdp")
+
+
+def make_explainers(args: argparse.Namespace, stream: Any) -> list[Any]:
+    """The explainer plug-ins named by ``--explain`` (they explain the learner itself)."""
+    names = [n.strip() for n in args.explain.split(",") if n.strip()]
+    if names == ["none"]:
+        return []
+    unknown = [n for n in names if n not in EXPLAINERS]
+    if unknown:
+        raise ValueError(f"unknown explainers {unknown}; choose from {', '.join(EXPLAINERS)}")
+    from torchstream.explain.ipdp import IncrementalPDP
+    from torchstream.explain.ipfi import IncrementalPFI
+    from torchstream.explain.isage import IncrementalSAGE
+
+    columns = list(stream.schema.columns)
+    loss = "cross_entropy" if stream.task == "classification" else "mse"
+    common = {"alpha": args.explain_alpha, "feature_names": columns, "seed": args.seed}
+    out: list[Any] = []
+    for name in names:
+        if name == "ipfi":
+            out.append(IncrementalPFI(None, loss, len(columns), **common))
+        elif name == "isage":
+            out.append(IncrementalSAGE(None, loss, len(columns), empty_prediction="imputed",
+                                       **common))
+        else:
+            feature = args.pdp_feature or columns[0]
+            if feature not in columns:
+                raise ValueError(f"--pdp-feature {feature!r} is not a column; columns: {columns}")
+            out.append(IncrementalPDP(None, columns.index(feature), alpha=args.explain_alpha,
+                                      feature_name=feature, seed=args.seed))
+    return out
+
+
+def _importance_line(plugin: Any) -> str:
+    name = getattr(plugin, "name", type(plugin).__name__)
+    values = plugin.as_dict()
+    if not isinstance(values, dict) or not values:
+        return f"{name}: (no estimate yet)"
+    if "grid" in values and "pd" in values:
+        return f"{name}: importance {plugin.importance():.4f}"
+    top = sorted(values.items(), key=lambda kv: -abs(kv[1]))[:5]
+    return f"{name}: " + ", ".join(f"{k}={v:.4f}" for k, v in top)
 
 
 def _list() -> int:
