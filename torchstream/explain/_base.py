@@ -98,6 +98,8 @@ def ema_prefix(
     ``values [B, *k]``, starting from ``v_{-1} = prev [*k]``; in closed form per block of rows
     (a ``[block, block]`` lower-triangular weight matrix), so no Python loop over rows."""
     b = values.shape[0]
+    if b == 1:  # one row: a single interpolation
+        return torch.lerp(prev.to(values.dtype), values[0], alpha).unsqueeze(0)
     flat = values.reshape(b, -1)
     state = prev.reshape(1, -1).to(flat.dtype)
     out = []
