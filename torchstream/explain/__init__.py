@@ -6,23 +6,23 @@ from torchstream.explain.ipfi import IncrementalPFI
 from torchstream.explain.isage import IncrementalSAGE
 from torchstream.explain.smoothing import ExponentialSmoother, alpha_for_window
 from torchstream.explain.storage import (
-    FreshSampler,
     FrequencyStorage,
+    FreshSampler,
     GeometricReservoir,
     RollingExtremes,
     UniformReservoir,
 )
 
 __all__ = [
+    "ExponentialSmoother",
+    "FrequencyStorage",
+    "FreshSampler",
+    "GeometricReservoir",
+    "IncrementalPDP",
     "IncrementalPFI",
     "IncrementalSAGE",
-    "IncrementalPDP",
-    "ExponentialSmoother",
-    "alpha_for_window",
-    "GeometricReservoir",
-    "UniformReservoir",
-    "FrequencyStorage",
-    "RollingExtremes",
-    "FreshSampler",
     "MarginalImputer",
+    "RollingExtremes",
+    "UniformReservoir",
+    "alpha_for_window",
 ]

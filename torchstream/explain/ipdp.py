@@ -17,15 +17,24 @@ References
 from __future__ import annotations
 
 import math
-import operator
 from collections import deque
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import torch
 
+from torchstream.explain._pdp_grid import (
+    GridRule,
+    RangeStorage,
+    _check_batch,
+    _evaluate,
+    _evaluation_points,
+    _grid_settings,
+    _int_at_least,
+    _plot,
+    _range_storage,
+)
 from torchstream.explain.smoothing import ExponentialSmoother, check_alpha
-from torchstream.explain.storage import FrequencyStorage, RollingExtremes
 from torchstream.typing import ModelFn
 
 if TYPE_CHECKING:
@@ -33,54 +42,6 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 __all__ = ["IncrementalPDP"]
-
-GridRule = Literal["rolling", "quantile", "fixed"]
-
-
-def _int_at_least(value: Any, argument: str, minimum: int) -> int:
-    try:
-        out = operator.index(value)
-    except TypeError:
-        raise ValueError(f"{argument} must be an integer >= {minimum}, got {value!r}") from None
-    if isinstance(value, bool) or out < minimum:
-        raise ValueError(f"{argument} must be an integer >= {minimum}, got {value!r}")
-    return int(out)
-
-
-def _fixed_values(fixed_range: Any, grid_size: int) -> torch.Tensor:
-    """The evaluation points of the fixed grid: ``grid_size`` equidistant points for a pair
-    ``(lo, hi)``; the given values for a tensor / array / sequence of another length."""
-    if fixed_range is None:
-        raise ValueError("grid='fixed' needs fixed_range=(lo, hi) or a sequence of grid values")
-    is_pair = (
-        isinstance(fixed_range, (tuple, list))
-        and len(fixed_range) == 2
-        and not isinstance(fixed_range, torch.Tensor)
-    )
-    try:
-        values = torch.as_tensor(
-            [float(v) for v in fixed_range] if isinstance(fixed_range, (tuple, list))
-            else fixed_range,
-            dtype=torch.float64,
-        ).detach().cpu()
-    except (TypeError, ValueError):
-        raise ValueError(
-            f"fixed_range must be a pair (lo, hi) or a 1-D sequence of grid values, got "
-            f"{fixed_range!r}"
-        ) from None
-    if values.dim() != 1 or values.numel() < 2:
-        raise ValueError(
-            f"fixed_range must be a pair (lo, hi) or a 1-D sequence of >= 2 grid values, got "
-            f"shape {list(values.shape)}"
-        )
-    if not bool(torch.isfinite(values).all()):
-        raise ValueError(f"fixed_range must be finite, got {values.tolist()}")
-    if is_pair:
-        lo, hi = float(values[0]), float(values[1])
-        if not lo < hi:
-            raise ValueError(f"fixed_range=(lo, hi) needs lo < hi, got ({lo}, {hi})")
-        return torch.linspace(lo, hi, grid_size, dtype=torch.float64)
-    return values.clone()
 
 
 class IncrementalPDP:
@@ -237,30 +198,13 @@ class IncrementalPDP:
         self.model_fn = model_fn
         self.feature = _int_at_least(feature, "feature", 0)
         self.alpha = check_alpha(alpha, "alpha")
-        if isinstance(grid_size, bool) or not isinstance(grid_size, int) or grid_size < 2:
-            raise ValueError(f"grid_size must be an integer >= 2, got {grid_size!r}")
-        if grid not in ("rolling", "quantile", "fixed"):
-            raise ValueError(f"grid must be 'rolling', 'quantile' or 'fixed', got {grid!r}")
-        self.grid_rule: GridRule = grid
-        self.window = _int_at_least(window, "window", 1)
-        try:
-            q_lo, q_hi = (float(q) for q in quantiles)
-        except (TypeError, ValueError):
-            raise ValueError(f"quantiles must be a pair (q_lo, q_hi), got {quantiles!r}") from None
-        if not 0.0 <= q_lo < q_hi <= 1.0:
-            raise ValueError(f"quantiles must satisfy 0 <= q_lo < q_hi <= 1, got {quantiles!r}")
-        self.quantiles = (q_lo, q_hi)
-        self.storage_size = _int_at_least(storage_size, "storage_size", 1)
-        self.entrance_prob = float(entrance_prob)
-        if not 0.0 < self.entrance_prob <= 1.0:
-            raise ValueError(f"entrance_prob must be in (0, 1], got {entrance_prob!r}")
-        self._fixed: torch.Tensor | None = None
-        if grid == "fixed":
-            self._fixed = _fixed_values(fixed_range, grid_size)
-            grid_size = int(self._fixed.numel())
-        elif fixed_range is not None:
-            raise ValueError(f"fixed_range is only used with grid='fixed', not grid={grid!r}")
-        self.grid_size = grid_size
+        setup = _grid_settings(
+            grid, grid_size, window, quantiles, storage_size, entrance_prob, fixed_range
+        )
+        self.grid_rule: GridRule = setup.rule
+        self.grid_size, self.window, self.quantiles = setup.grid_size, setup.window, setup.quantiles
+        self.storage_size, self.entrance_prob = setup.storage_size, setup.entrance_prob
+        self._fixed: torch.Tensor | None = setup.fixed
         if output_index is not None:
             output_index = _int_at_least(output_index, "output_index", 0)
         self.output_index = output_index
@@ -273,15 +217,9 @@ class IncrementalPDP:
             raise ValueError(f"seed must be an integer or None, got {seed!r}")
         self.seed = seed
 
-        self.storage: RollingExtremes | FrequencyStorage | None
-        if grid == "rolling":
-            self.storage = RollingExtremes(self.window)
-        elif grid == "quantile":
-            self.storage = FrequencyStorage(
-                self.storage_size, entrance_prob=self.entrance_prob, seed=seed
-            )
-        else:
-            self.storage = None
+        self.storage: RangeStorage | None = _range_storage(
+            grid, self.window, self.storage_size, self.entrance_prob, seed
+        )
         m = self.grid_size
         # one EMA of the pairs (evaluation points, ICE values): row 0 grid, row 1 PD
         self._ema = ExponentialSmoother(self.alpha, (2, m))
@@ -383,14 +321,14 @@ class IncrementalPDP:
         return self._explain(X, self.model_fn)
 
     def _explain(self, X: torch.Tensor, model_fn: ModelFn) -> tuple[torch.Tensor, torch.Tensor]:
-        X = self._check_batch(X)
+        X, self.n_features = _check_batch(X, self.feature, self.feature_name, self.n_features)
         values = X[:, self.feature].detach()
         if not bool(torch.isfinite(values).all()):
             raise ValueError(
                 f"feature {self.feature} ({self.feature_name!r}) has NaN or inf values at step "
                 f"{self.n_batches}"
             )
-        points = self._evaluation_points()
+        points = _evaluation_points(self._fixed, self.storage, self.quantiles, self.grid_size)
         if points is not None:
             self._fold(X, points, model_fn)
         if self.storage is not None:
@@ -399,44 +337,6 @@ class IncrementalPDP:
         self.n_batches += 1
         self._snapshot()
         return self.grid, self.pd
-
-    def _check_batch(self, X: Any) -> torch.Tensor:
-        if not isinstance(X, torch.Tensor):
-            raise TypeError(f"X must be a tensor [B, d], got {type(X).__name__}")
-        if X.dim() != 2 or X.shape[0] < 1:
-            raise ValueError(f"X must have shape [B, d] with B >= 1, got {list(X.shape)}")
-        d = int(X.shape[1])
-        if self.n_features is None:
-            if self.feature >= d:
-                raise ValueError(
-                    f"feature index {self.feature} ({self.feature_name!r}) is out of range for "
-                    f"X with {d} columns"
-                )
-            self.n_features = d
-        elif d != self.n_features:
-            raise ValueError(f"X must have {self.n_features} columns like before, got {d}")
-        if not X.is_floating_point():
-            X = X.to(torch.get_default_dtype())
-        return X
-
-    def _evaluation_points(self) -> torch.Tensor | None:
-        """The current evaluation points ``[m]`` (float64, CPU), or None while the storage
-        gives no valid range (empty, or ``lo == hi``)."""
-        if self._fixed is not None:
-            return self._fixed
-        if isinstance(self.storage, RollingExtremes):
-            if self.storage.n_seen == 0:
-                return None
-            lo, hi = self.storage.min, self.storage.max
-        else:
-            assert self.storage is not None
-            if len(self.storage) == 0:
-                return None
-            q = self.storage.quantile(torch.tensor(self.quantiles, dtype=torch.float64))
-            lo, hi = float(q[0]), float(q[1])
-        if not lo < hi:
-            return None
-        return torch.linspace(lo, hi, self.grid_size, dtype=torch.float64)
 
     def _fold(self, X: torch.Tensor, points: torch.Tensor, model_fn: ModelFn) -> None:
         b, d = X.shape
@@ -448,7 +348,11 @@ class IncrementalPDP:
         z = points.to(device=device, dtype=X.dtype)
         modified = X.detach().unsqueeze(1).expand(b, m, d).clone()
         modified[:, :, self.feature] = z
-        ice = self._evaluate(model_fn, modified.reshape(b * m, d)).reshape(b, m)
+        ice = _evaluate(
+            model_fn, modified.reshape(b * m, d), output_index=self.output_index,
+            chunk_size=self.chunk_size, dtype=self._ema.raw.dtype, step=self.n_batches,
+            first_row=self.n_seen, grid_size=m,
+        ).reshape(b, m)
         z_acc = z.to(acc)  # the points as evaluated
         self._ema.update(torch.stack([z_acc.expand(b, m), ice], 1))
         if self.n_ice:
@@ -461,54 +365,6 @@ class IncrementalPDP:
         self._ema.sq_dev = self._ema.sq_dev.to(device, dtype)
         self._ice = self._ice.to(device, dtype)
         self._ice_grid = self._ice_grid.to(device, dtype)
-
-    def _evaluate(self, model_fn: ModelFn, Z: torch.Tensor) -> torch.Tensor:
-        """The explained output ``[n]`` of ``model_fn`` on the rows ``Z``, under no_grad."""
-        n = Z.shape[0]
-        chunk = self.chunk_size or n
-        outs = []
-        with torch.no_grad():
-            for start in range(0, n, chunk):
-                part = Z[start:start + chunk]
-                outs.append(self._select_output(model_fn(part), part.shape[0]))
-        out = outs[0] if len(outs) == 1 else torch.cat(outs)
-        out = out.to(self._ema.raw.dtype)
-        bad = ~torch.isfinite(out)
-        if bool(bad.any()):
-            raise ValueError(
-                f"model_fn returned NaN or inf at step {self.n_batches} (rows "
-                f"{self.n_seen}..{self.n_seen + n // self.grid_size - 1} of the stream, "
-                f"{int(bad.sum())} of {n} evaluations)"
-            )
-        return out
-
-    def _select_output(self, out: Any, n: int) -> torch.Tensor:
-        step = self.n_batches
-        if not isinstance(out, torch.Tensor):
-            raise TypeError(
-                f"model_fn must return a tensor [n] or [n, k], got {type(out).__name__} at step "
-                f"{step}"
-            )
-        if out.dim() not in (1, 2) or out.shape[0] != n:
-            raise ValueError(
-                f"model_fn returned shape {list(out.shape)} for {n} rows at step {step}; "
-                f"expected [{n}] or [{n}, k]"
-            )
-        if out.dim() == 1:
-            if self.output_index is not None:
-                raise ValueError(
-                    f"output_index={self.output_index} needs an [n, k] model output, but "
-                    f"model_fn returned shape [{n}] at step {step}; use output_index=None"
-                )
-            return out
-        k = out.shape[1]
-        index = self.output_index if self.output_index is not None else (1 if k >= 2 else 0)
-        if index >= k:
-            raise ValueError(
-                f"output_index={index} is out of range for the model output of shape "
-                f"[{n}, {k}] at step {step}"
-            )
-        return out[:, index]
 
     def _snapshot(self) -> None:
         block = self.n_seen // self.history_every
@@ -535,28 +391,7 @@ class IncrementalPDP:
         """Draw the PD (thick line) with the recent ICE curves (thin, transparent) and the
         history snapshots (faded, older = lighter) on ``ax`` (default: a new standalone Agg
         figure, no pyplot state); returns the Axes."""
-        if ax is None:
-            from matplotlib.backends.backend_agg import FigureCanvasAgg
-            from matplotlib.figure import Figure
-
-            fig = Figure(figsize=(6, 4))
-            FigureCanvasAgg(fig)
-            ax = fig.add_subplot()
-        n_hist = len(self.history)
-        for i, (row, g, p) in enumerate(self.history):
-            ax.plot(g.tolist(), p.tolist(), color="tab:blue", lw=1,
-                    alpha=0.15 + 0.35 * (i + 1) / n_hist, label=f"row {row}")
-        for g, c in zip(self._ice_grid.cpu().tolist(), self._ice.cpu().tolist()):
-            ax.plot(g, c, color="grey", lw=0.5, alpha=0.3)
-        if self.n_explained:
-            ax.plot(self.grid.tolist(), self.pd.tolist(), color="tab:red", lw=2.5,
-                    label=f"iPDP (row {self.n_seen})")
-        ax.set_xlabel(self.feature_name)
-        ax.set_ylabel("partial dependence")
-        ax.set_title(f"iPDP of {self.feature_name}")
-        if n_hist or self.n_explained:
-            ax.legend(fontsize="x-small")
-        return ax
+        return _plot(self, ax)
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:

@@ -1,0 +1,265 @@
+"""Helpers of :class:`~torchstream.explain.ipdp.IncrementalPDP` around the estimator: argument
+checks, the fixed grid, the range storages behind the moving grids and the evaluation points
+they give, the model's explained output at the modified rows (the ICE values), and the
+matplotlib drawing of the plot."""
+
+from __future__ import annotations
+
+import operator
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+
+import torch
+
+from torchstream.explain.storage import FrequencyStorage, RollingExtremes
+from torchstream.typing import ModelFn
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+
+    from torchstream.explain.ipdp import IncrementalPDP
+
+GridRule = Literal["rolling", "quantile", "fixed"]
+RangeStorage = RollingExtremes | FrequencyStorage
+
+
+def _int_at_least(value: Any, argument: str, minimum: int) -> int:
+    try:
+        out = operator.index(value)
+    except TypeError:
+        raise ValueError(f"{argument} must be an integer >= {minimum}, got {value!r}") from None
+    if isinstance(value, bool) or out < minimum:
+        raise ValueError(f"{argument} must be an integer >= {minimum}, got {value!r}")
+    return int(out)
+
+
+def _fixed_values(fixed_range: Any, grid_size: int) -> torch.Tensor:
+    """The evaluation points of the fixed grid: ``grid_size`` equidistant points for a pair
+    ``(lo, hi)``; the given values for a tensor / array / sequence of another length."""
+    if fixed_range is None:
+        raise ValueError("grid='fixed' needs fixed_range=(lo, hi) or a sequence of grid values")
+    is_pair = (
+        isinstance(fixed_range, (tuple, list))
+        and len(fixed_range) == 2
+        and not isinstance(fixed_range, torch.Tensor)
+    )
+    try:
+        values = torch.as_tensor(
+            [float(v) for v in fixed_range] if isinstance(fixed_range, (tuple, list))
+            else fixed_range,
+            dtype=torch.float64,
+        ).detach().cpu()
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"fixed_range must be a pair (lo, hi) or a 1-D sequence of grid values, got "
+            f"{fixed_range!r}"
+        ) from None
+    if values.dim() != 1 or values.numel() < 2:
+        raise ValueError(
+            f"fixed_range must be a pair (lo, hi) or a 1-D sequence of >= 2 grid values, got "
+            f"shape {list(values.shape)}"
+        )
+    if not bool(torch.isfinite(values).all()):
+        raise ValueError(f"fixed_range must be finite, got {values.tolist()}")
+    if is_pair:
+        lo, hi = float(values[0]), float(values[1])
+        if not lo < hi:
+            raise ValueError(f"fixed_range=(lo, hi) needs lo < hi, got ({lo}, {hi})")
+        return torch.linspace(lo, hi, grid_size, dtype=torch.float64)
+    return values.clone()
+
+
+def _check_quantiles(quantiles: Any) -> tuple[float, float]:
+    try:
+        q_lo, q_hi = (float(q) for q in quantiles)
+    except (TypeError, ValueError):
+        raise ValueError(f"quantiles must be a pair (q_lo, q_hi), got {quantiles!r}") from None
+    if not 0.0 <= q_lo < q_hi <= 1.0:
+        raise ValueError(f"quantiles must satisfy 0 <= q_lo < q_hi <= 1, got {quantiles!r}")
+    return (q_lo, q_hi)
+
+
+class _GridSettings(NamedTuple):
+    rule: GridRule
+    grid_size: int
+    window: int
+    quantiles: tuple[float, float]
+    storage_size: int
+    entrance_prob: float
+    fixed: torch.Tensor | None  # the fixed grid's points, None for a moving grid
+
+
+def _grid_settings(
+    grid: Any,
+    grid_size: Any,
+    window: Any,
+    quantiles: Any,
+    storage_size: Any,
+    entrance_prob: Any,
+    fixed_range: Any,
+) -> _GridSettings:
+    """The checked grid arguments of :class:`~torchstream.explain.ipdp.IncrementalPDP`;
+    ``grid_size`` becomes the number of listed points for explicit fixed grid values."""
+    if isinstance(grid_size, bool) or not isinstance(grid_size, int) or grid_size < 2:
+        raise ValueError(f"grid_size must be an integer >= 2, got {grid_size!r}")
+    if grid not in ("rolling", "quantile", "fixed"):
+        raise ValueError(f"grid must be 'rolling', 'quantile' or 'fixed', got {grid!r}")
+    window = _int_at_least(window, "window", 1)
+    q_pair = _check_quantiles(quantiles)
+    storage_size = _int_at_least(storage_size, "storage_size", 1)
+    prob = float(entrance_prob)
+    if not 0.0 < prob <= 1.0:
+        raise ValueError(f"entrance_prob must be in (0, 1], got {entrance_prob!r}")
+    fixed = None
+    if grid == "fixed":
+        fixed = _fixed_values(fixed_range, grid_size)
+        grid_size = int(fixed.numel())
+    elif fixed_range is not None:
+        raise ValueError(f"fixed_range is only used with grid='fixed', not grid={grid!r}")
+    return _GridSettings(grid, grid_size, window, q_pair, storage_size, prob, fixed)
+
+
+def _check_batch(
+    X: Any, feature: int, feature_name: str, n_features: int | None
+) -> tuple[torch.Tensor, int]:
+    """``X`` as a floating tensor ``[B, d]`` and its width ``d``, checked against the explained
+    ``feature`` and against the width ``n_features`` of earlier batches (None: first batch)."""
+    if not isinstance(X, torch.Tensor):
+        raise TypeError(f"X must be a tensor [B, d], got {type(X).__name__}")
+    if X.dim() != 2 or X.shape[0] < 1:
+        raise ValueError(f"X must have shape [B, d] with B >= 1, got {list(X.shape)}")
+    d = int(X.shape[1])
+    if n_features is None:
+        if feature >= d:
+            raise ValueError(
+                f"feature index {feature} ({feature_name!r}) is out of range for "
+                f"X with {d} columns"
+            )
+    elif d != n_features:
+        raise ValueError(f"X must have {n_features} columns like before, got {d}")
+    if not X.is_floating_point():
+        X = X.to(torch.get_default_dtype())
+    return X, d
+
+
+def _range_storage(
+    grid: GridRule, window: int, storage_size: int, entrance_prob: float, seed: int | None
+) -> RangeStorage | None:
+    """The storage of the feature's recent values behind a moving grid (None: fixed grid)."""
+    if grid == "rolling":
+        return RollingExtremes(window)
+    if grid == "quantile":
+        return FrequencyStorage(storage_size, entrance_prob=entrance_prob, seed=seed)
+    return None
+
+
+def _evaluation_points(
+    fixed: torch.Tensor | None,
+    storage: RangeStorage | None,
+    quantiles: tuple[float, float],
+    grid_size: int,
+) -> torch.Tensor | None:
+    """The current evaluation points ``[m]`` (float64, CPU): the ``fixed`` grid, or
+    ``grid_size`` equidistant points over the range the storage gives; None while the storage
+    gives no valid range (empty, or ``lo == hi``)."""
+    if fixed is not None:
+        return fixed
+    assert storage is not None
+    if isinstance(storage, RollingExtremes):
+        if storage.n_seen == 0:
+            return None
+        lo, hi = storage.min, storage.max
+    else:
+        if len(storage) == 0:
+            return None
+        q = storage.quantile(torch.tensor(quantiles, dtype=torch.float64))
+        lo, hi = float(q[0]), float(q[1])
+    if not lo < hi:
+        return None
+    return torch.linspace(lo, hi, grid_size, dtype=torch.float64)
+
+
+def _evaluate(
+    model_fn: ModelFn,
+    Z: torch.Tensor,
+    *,
+    output_index: int | None,
+    chunk_size: int | None,
+    dtype: torch.dtype,
+    step: int,
+    first_row: int,
+    grid_size: int,
+) -> torch.Tensor:
+    """The explained output ``[n]`` (as ``dtype``) of ``model_fn`` on the rows ``Z``, in chunks
+    of ``chunk_size`` rows, under no_grad; ``step`` and ``first_row`` name the batch in errors."""
+    n = Z.shape[0]
+    chunk = chunk_size or n
+    outs = []
+    with torch.no_grad():
+        for start in range(0, n, chunk):
+            part = Z[start:start + chunk]
+            outs.append(_select_output(model_fn(part), part.shape[0], output_index, step))
+    out = outs[0] if len(outs) == 1 else torch.cat(outs)
+    out = out.to(dtype)
+    bad = ~torch.isfinite(out)
+    if bool(bad.any()):
+        raise ValueError(
+            f"model_fn returned NaN or inf at step {step} (rows "
+            f"{first_row}..{first_row + n // grid_size - 1} of the stream, "
+            f"{int(bad.sum())} of {n} evaluations)"
+        )
+    return out
+
+
+def _select_output(out: Any, n: int, output_index: int | None, step: int) -> torch.Tensor:
+    if not isinstance(out, torch.Tensor):
+        raise TypeError(
+            f"model_fn must return a tensor [n] or [n, k], got {type(out).__name__} at step "
+            f"{step}"
+        )
+    if out.dim() not in (1, 2) or out.shape[0] != n:
+        raise ValueError(
+            f"model_fn returned shape {list(out.shape)} for {n} rows at step {step}; "
+            f"expected [{n}] or [{n}, k]"
+        )
+    if out.dim() == 1:
+        if output_index is not None:
+            raise ValueError(
+                f"output_index={output_index} needs an [n, k] model output, but "
+                f"model_fn returned shape [{n}] at step {step}; use output_index=None"
+            )
+        return out
+    k = out.shape[1]
+    index = output_index if output_index is not None else (1 if k >= 2 else 0)
+    if index >= k:
+        raise ValueError(
+            f"output_index={index} is out of range for the model output of shape "
+            f"[{n}, {k}] at step {step}"
+        )
+    return out[:, index]
+
+
+def _plot(ipdp: IncrementalPDP, ax: Axes | None = None) -> Axes:
+    """Draw the PD of ``ipdp`` with its recent ICE curves and history snapshots on ``ax`` (see
+    :meth:`~torchstream.explain.ipdp.IncrementalPDP.plot`)."""
+    if ax is None:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+
+        fig = Figure(figsize=(6, 4))
+        FigureCanvasAgg(fig)
+        ax = fig.add_subplot()
+    n_hist = len(ipdp.history)
+    for i, (row, g, p) in enumerate(ipdp.history):
+        ax.plot(g.tolist(), p.tolist(), color="tab:blue", lw=1,
+                alpha=0.15 + 0.35 * (i + 1) / n_hist, label=f"row {row}")
+    for g, c in zip(ipdp.ice_grid.cpu().tolist(), ipdp.ice.cpu().tolist()):
+        ax.plot(g, c, color="grey", lw=0.5, alpha=0.3)
+    if ipdp.n_explained:
+        ax.plot(ipdp.grid.tolist(), ipdp.pd.tolist(), color="tab:red", lw=2.5,
+                label=f"iPDP (row {ipdp.n_seen})")
+    ax.set_xlabel(ipdp.feature_name)
+    ax.set_ylabel("partial dependence")
+    ax.set_title(f"iPDP of {ipdp.feature_name}")
+    if n_hist or ipdp.n_explained:
+        ax.legend(fontsize="x-small")
+    return ax
