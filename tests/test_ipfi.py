@@ -13,13 +13,13 @@ contributions are iid, so the debiased zero-init EMA after ``n`` rows has standa
 
 from __future__ import annotations
 
-import io
 import itertools
 import math
 
 import numpy as np
 import pytest
 import torch
+from _explain_checks import resumed_and_whole
 
 from torchstream.explain.ipfi import IncrementalPFI
 from torchstream.explain.smoothing import alpha_for_window
@@ -427,23 +427,7 @@ def test_checkpoint_resume_is_bit_exact():
                               seed=seed)
 
     batches = [(X, (X[:, 0] > 0).long()) for X, _ in gaussian_batches(8, 16, seed=6)]
-    whole = make(0)
-    for X, y in batches:
-        whole.explain(X, y)
-    first = make(0)
-    for X, y in batches[:4]:
-        first.explain(X, y)
-    buf = io.BytesIO()
-    torch.save(first.state_dict(), buf)
-    buf.seek(0)
-    resumed = make(123)
-    resumed.load_state_dict(torch.load(buf, weights_only=False))
-    for X, y in batches[4:]:
-        resumed.explain(X, y)
-    assert torch.equal(resumed.importance, whole.importance)
-    assert torch.equal(resumed.importance_raw, whole.importance_raw)
-    assert torch.equal(resumed.half_width(), whole.half_width())
-    assert resumed.n_explained == whole.n_explained
+    resumed_and_whole(make, batches, split=4)
 
 
 def test_properties_and_names():

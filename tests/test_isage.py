@@ -24,6 +24,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from _explain_checks import resumed_and_whole
 
 from torchstream.explain.isage import IncrementalSAGE
 from torchstream.explain.storage import FreshSampler, GeometricReservoir
@@ -472,22 +473,7 @@ def test_checkpoint_resume_is_bit_exact(empty, imputer):
     for _ in range(8):
         X = torch.randn(16, 4, generator=g, dtype=F64)
         batches.append((X, torch.multinomial(softmax_model(X), 1, generator=g).squeeze(1)))
-    whole = make(0)
-    for X, y in batches:
-        whole.explain(X, y)
-    first = make(0)
-    for X, y in batches[:4]:
-        first.explain(X, y)
-    buf = io.BytesIO()
-    torch.save(first.state_dict(), buf)
-    buf.seek(0)
-    resumed = make(99)
-    resumed.load_state_dict(torch.load(buf, weights_only=False))
-    for X, y in batches[4:]:
-        resumed.explain(X, y)
-    assert torch.equal(resumed.importance, whole.importance)
-    assert torch.equal(resumed.importance_raw, whole.importance_raw)
-    assert torch.equal(resumed.half_width(), whole.half_width())
+    resumed, whole = resumed_and_whole(make, batches, split=4)
     if empty == "ema":
         assert torch.equal(resumed.y_empty, whole.y_empty)
 
