@@ -34,3 +34,19 @@ def resumed_and_whole(
     assert torch.equal(resumed.half_width(), whole.half_width())
     assert resumed.n_explained == whole.n_explained
     return resumed, whole
+
+
+def river_linear_fn(weights: dict[str, float], intercept: float) -> tuple[Any, Any]:
+    """A river ``LinearRegression`` with hand-set weights, as a ModelFn through the adapters;
+    returns ``(schema, model_fn)``."""
+    from river import linear_model
+    from river import utils as river_utils
+
+    from torchstream.learners.adapters import as_model_fn
+    from torchstream.schema import Schema
+
+    schema = Schema(list(weights))
+    model = linear_model.LinearRegression()
+    model._weights = river_utils.VectorDict(dict(weights))
+    model.intercept = intercept
+    return schema, as_model_fn(model, schema=schema)

@@ -19,7 +19,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from _explain_checks import resumed_and_whole
+from _explain_checks import resumed_and_whole, river_linear_fn
 
 from torchstream.explain.ipfi import IncrementalPFI
 from torchstream.explain.smoothing import alpha_for_window
@@ -393,17 +393,7 @@ def test_agrees_with_batch_pfi_on_a_static_model_and_data_set():
 
 # ---------------------------------------------------------------------------------- river
 def test_river_and_torch_models_give_the_same_values():
-    from river import linear_model
-    from river import utils as river_utils
-
-    from torchstream.learners.adapters import as_model_fn
-    from torchstream.schema import Schema
-
-    schema = Schema(["a", "b", "c"])
-    river_model = linear_model.LinearRegression()
-    river_model._weights = river_utils.VectorDict({"a": 1.0, "b": -2.0, "c": 0.5})
-    river_model.intercept = 0.25
-    river_fn = as_model_fn(river_model, schema=schema)
+    schema, river_fn = river_linear_fn({"a": 1.0, "b": -2.0, "c": 0.5}, intercept=0.25)
     torch_fn = linear((1.0, -2.0, 0.5), intercept=0.25)
     results = []
     for fn in (river_fn, torch_fn):
