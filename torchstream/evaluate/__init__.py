@@ -1,5 +1,6 @@
-"""Streaming evaluation: the prequential runner, its plug-in protocol and metrics."""
+"""Streaming evaluation: the runner and its strategies, the plug-in protocol, metrics."""
 
+from torchstream.evaluate.delay import LabelDelay
 from torchstream.evaluate.metrics import (
     F1,
     MAE,
@@ -11,7 +12,15 @@ from torchstream.evaluate.metrics import (
     default_metrics,
 )
 from torchstream.evaluate.plugins import Batch, Plugin
-from torchstream.evaluate.prequential import Prequential, RunResult
+from torchstream.evaluate.prequential import Prequential
+from torchstream.evaluate.runner import Evaluator, RunResult
+from torchstream.evaluate.strategies import (
+    DistributedKFold,
+    PeriodicHoldout,
+    StepPlan,
+    Strategy,
+    TestThenTrain,
+)
 
 __all__ = [
     "F1",
@@ -20,10 +29,17 @@ __all__ = [
     "MSE",
     "Accuracy",
     "Batch",
+    "DistributedKFold",
+    "Evaluator",
+    "LabelDelay",
     "LogLoss",
     "Metric",
+    "PeriodicHoldout",
     "Plugin",
     "Prequential",
     "RunResult",
+    "StepPlan",
+    "Strategy",
+    "TestThenTrain",
     "default_metrics",
 ]

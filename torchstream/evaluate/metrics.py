@@ -94,6 +94,14 @@ class Metric:
 
     flush_rows = 512
 
+    def batch_value(self, y_true: torch.Tensor, y_pred: torch.Tensor) -> float:
+        """The metric on one batch alone (state unchanged): a step's raw measurement."""
+        n = y_true.shape[0]
+        if n == 0:
+            return float("nan")
+        rec = self._records(y_true, y_pred).to(torch.float64).reshape(n, -1)
+        return self._summarise(rec.sum(0), n)
+
     def update(self, y_true: torch.Tensor, y_pred: torch.Tensor) -> None:
         """Queue a batch ``(y_true [B], y_pred [B, k] or [B])``."""
         if y_true.shape[0] != y_pred.shape[0]:
@@ -244,13 +252,23 @@ class F1(Metric):
             if self._total is None:
                 return float("nan")
             counts = self._total
+        return self._score(counts, self.n_classes)
+
+    @staticmethod
+    def _score(counts: torch.Tensor, n_classes: int) -> float:
         tp, actual, pred = counts
         denom = actual + pred
         f1 = torch.where(denom > 0, 2 * tp / denom.clamp_min(1), torch.zeros_like(tp))
-        if self.n_classes <= 2 and counts.shape[1] <= 2:
+        if n_classes <= 2 and counts.shape[1] <= 2:
             return float(f1[1])
         present = (actual + pred) > 0
         return float(f1[present].mean())
+
+    def batch_value(self, y_true: torch.Tensor, y_pred: torch.Tensor) -> float:
+        if y_true.shape[0] == 0:
+            return float("nan")
+        k = max(self.n_classes, y_pred.shape[1] if y_pred.dim() == 2 else 2)
+        return self._score(self._counts(y_true.long(), _labels(y_pred), k), k)
 
     def state_dict(self) -> dict[str, Any]:
         return {**super().state_dict(), "n_classes": self.n_classes}

@@ -7,9 +7,11 @@ from torchstream.learners.online import (
     OnlineRegressor,
     resolve_device,
 )
+from torchstream.learners.river_learner import RiverLearner
 from torchstream.learners.scaling import RunningStandardizer
 
 __all__ = [
+    "RiverLearner",
     "OnlineClassifier",
     "OnlineLearner",
     "OnlineRegressor",

@@ -1,0 +1,610 @@
+"""The evaluation loop: one loop for every strategy, predictor count and plug-in.
+
+Pseudocode of one run (``k`` instances of each predictor; ``k = 1`` except for k-fold)::
+
+    pre-train every instance once on the first n_pretrain rows (not evaluated)
+    for step, (X, y) in enumerate(stream.batches(B)):          # after pre-training
+        X = plugin.transform(X, step) for each plug-in that has one   # e.g. feature masks
+        plan = strategy.plan(step, X, y)                         # test rows, testers, weights
+        for every predictor p, instance i with plan.testers[i]:
+            y_pred = p_i(plan.test_X); metrics[p, i].update(plan.test_y, y_pred)   # test
+        scalars = plugin.on_batch(Batch(step, start, X, y, y_pred of predictor 0, ...))
+        X_t, y_t, w_t = label_delay(X, y, plan.train_weights)    # the rows whose label arrived
+        for every predictor p, instance i: p_i.learn(rows of X_t repeated w_t[:, i] times)
+        every log_every steps: sinks.log_scalars(step, metrics + scalars + loss)
+
+Test before train at every step: a row's prediction never depends on its own label. The plug-in
+transforms apply to the test rows *and* the training rows of the batch (a feature mask that
+a learner is trained with is also the one it is tested with). A holdout set is taken from the
+transformed rows. Steps without a test record NaN, so every per-step series has one entry per
+step. A run can be stopped after any step and resumed from its ``state_dict()`` with identical
+results.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import os
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from torchstream.evaluate.delay import LabelDelay
+from torchstream.evaluate.metrics import Metric, default_metrics
+from torchstream.evaluate.plugins import Batch, plugin_name
+from torchstream.evaluate.strategies import Strategy, get_strategy
+from torchstream.streams.base import Stream
+
+__all__ = ["Evaluator", "RunResult"]
+
+
+@dataclass
+class RunResult:
+    """Summary of a (possibly resumed) run.
+
+    ``metrics`` holds the final value of every metric (``"<predictor>/<metric>"`` when several
+    predictors are compared; the mean over instances for k-fold, with ``"..._std"`` beside it);
+    ``steps`` the per-step records (one dict per step, predictor and instance: the metrics on
+    that step's test rows, NaN where it did not test, and the test / train seconds).
+    """
+
+    n_rows: int
+    n_steps: int
+    seconds: float
+    metrics: dict[str, float] = field(default_factory=dict)
+    checkpoint: str | None = None
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    predictors: list[str] = field(default_factory=list)
+
+    @property
+    def rows_per_second(self) -> float:
+        return self.n_rows / self.seconds if self.seconds > 0 else float("nan")
+
+    def to_frame(self) -> Any:
+        """The per-step records as a pandas DataFrame (one row per step, predictor, instance)."""
+        import pandas as pd
+
+        return pd.DataFrame(self.steps)
+
+    def summary(self) -> Any:
+        """Final metrics as a DataFrame: one row per predictor, one column per metric."""
+        import pandas as pd
+
+        if len(self.predictors) <= 1:
+            name = self.predictors[0] if self.predictors else "learner"
+            return pd.DataFrame([self.metrics], index=[name])
+        rows: dict[str, dict[str, float]] = {}
+        for key, value in self.metrics.items():
+            pred, metric = key.split("/", 1)
+            rows.setdefault(pred, {})[metric] = value
+        return pd.DataFrame.from_dict(rows, orient="index")
+
+    def table(self) -> str:
+        """The summary as an aligned text table (one column per predictor when several)."""
+        head = [("rows", f"{self.n_rows:,}"), ("batches", f"{self.n_steps:,}"),
+                ("seconds", f"{self.seconds:.2f}"), ("rows / s", f"{self.rows_per_second:,.0f}")]
+        if len(self.predictors) <= 1:
+            rows = head + [(k, f"{v:.4f}") for k, v in self.metrics.items()]
+            return _text_table(rows)
+        frame = self.summary()
+        cols = [str(c) for c in frame.index]
+        body = [(str(m), *(f"{frame.loc[p, m]:.4f}" for p in frame.index)) for m in frame.columns]
+        return _text_table(head) + "\n" + _text_table([("", *cols), *body], header=True)
+
+
+def _text_table(rows: Sequence[tuple[str, ...]], header: bool = False) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    line = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
+    out = [line]
+    for j, r in enumerate(rows):
+        cells = [f" {r[0]:<{widths[0]}} "] + [f" {c:>{w}} " for c, w in zip(r[1:], widths[1:])]
+        out.append("|" + "|".join(cells) + "|")
+        if header and j == 0:
+            out.append(line)
+    out.append(line)
+    return "\n".join(out)
+
+
+class Evaluator:
+    """Evaluate one or several online learners on a stream with a strategy.
+
+    Parameters
+    ----------
+    learners
+        One learner, or ``{name: learner}`` to compare several on the same rows. A learner is
+        an :class:`~torchstream.learners.OnlineLearner` or anything with ``__call__(X)``
+        returning probabilities / values and ``learn(X, y)`` (river models through
+        :class:`~torchstream.learners.RiverLearner`).
+    stream
+        A :class:`~torchstream.streams.Stream`.
+    strategy
+        ``"prequential"`` (default), ``"holdout"``, ``"kfold"`` or a strategy object
+        (:mod:`torchstream.evaluate.strategies`); ``strategy_args`` are passed to the named one.
+    batch_size
+        Rows per step.
+    n_pretrain
+        Rows learned once, before the first step, by every instance (not evaluated; step 0
+        starts after them, and ``Batch.start`` counts them: it is the row's index in the stream).
+    label_delay
+        ``(min, max)`` steps (upper bound exclusive) between testing a row and training on it,
+        drawn per row; None: no delay.
+    metrics
+        Metric objects (copied for every predictor and instance); default: the task's standard
+        metrics, cumulative and over ``window`` rows.
+    plugins
+        Plug-ins (:mod:`torchstream.evaluate.plugins`), called in order; they see the first
+        predictor (its first instance).
+    sinks
+        Receive the config once and scalars every ``log_every`` steps.
+    figure_every
+        Every this many steps, plug-ins with ``figures()`` send pictures to sinks with
+        ``log_figure``.
+    record_steps
+        Keep per-step records (:attr:`RunResult.steps`).
+    seed
+        Seed of the label-delay draws.
+    """
+
+    def __init__(
+        self,
+        learners: Any,
+        stream: Stream,
+        *,
+        strategy: str | Strategy | None = "prequential",
+        strategy_args: Mapping[str, Any] | None = None,
+        batch_size: int = 1,
+        n_pretrain: int = 0,
+        label_delay: tuple[int, int] | None = None,
+        metrics: Sequence[Metric] | None = None,
+        window: int | None = 1000,
+        plugins: Sequence[Any] = (),
+        sinks: Sequence[Any] = (),
+        log_every: int = 1,
+        figure_every: int | None = None,
+        record_steps: bool = True,
+        progress: bool = False,
+        config: Mapping[str, Any] | None = None,
+        seed: int | None = 0,
+    ) -> None:
+        _check_int(batch_size, "batch_size", 1)
+        _check_int(log_every, "log_every", 1)
+        _check_int(n_pretrain, "n_pretrain", 0)
+        if figure_every is not None:
+            _check_int(figure_every, "figure_every", 1)
+        self.strategy = get_strategy(strategy, **dict(strategy_args or {}))
+        self.single = not isinstance(learners, Mapping)
+        named = {"learner": learners} if self.single else dict(learners)
+        if not named:
+            raise ValueError("learners is empty: give a learner or {name: learner}")
+        for name, learner in named.items():
+            if not callable(learner) or not hasattr(learner, "learn"):
+                raise TypeError(f"learner {name!r} needs __call__(X) and learn(X, y)")
+            task = getattr(learner, "task", stream.task)
+            if task != stream.task:
+                raise ValueError(
+                    f"learner {name!r} has task {task!r} but the stream's task is {stream.task!r}"
+                )
+            if stream.task == "classification" and stream.classes and hasattr(learner, "classes_"):
+                _align_classes(learner, stream)
+        self.names = list(named)
+        k = self.strategy.n_instances
+        #: ``instances[name][i]``: the i-th copy of a predictor (the given object is copy 0).
+        self.instances: dict[str, list[Any]] = {
+            n: [learner] + [copy.deepcopy(learner) for _ in range(k - 1)]
+            for n, learner in named.items()
+        }
+        templates = list(metrics) if metrics is not None else default_metrics(stream.task, window)
+        mnames = [m.name for m in templates]
+        if len(set(mnames)) != len(mnames):
+            raise ValueError(f"metric names must be unique, got {mnames}")
+        self.metric_names = mnames
+        self.instance_metrics: dict[str, list[list[Metric]]] = {
+            n: [templates if (self.single and i == 0) else copy.deepcopy(templates)
+                for i in range(k)]
+            for n in self.names
+        }
+        self.stream = stream
+        self.batch_size = batch_size
+        self.n_pretrain = n_pretrain
+        self.label_delay = None if label_delay is None else LabelDelay(*label_delay, seed=seed)
+        self.plugins = list(plugins)
+        self.plugin_names = [plugin_name(p, i) for i, p in enumerate(self.plugins)]
+        self.sinks = list(sinks)
+        self.log_every = log_every
+        self.figure_every = figure_every
+        self.record_steps = record_steps
+        self.progress = progress
+        self.config = dict(config or {})
+        self.position = 0  # rows consumed, pre-training included
+        self.step = 0  # evaluation steps done
+        self.seconds = 0.0
+        self.records: list[dict[str, Any]] = []
+        self._config_logged = False
+
+    # ------------------------------------------------------------------ conveniences
+    @property
+    def learner(self) -> Any:
+        """The first predictor (its first instance)."""
+        return self.instances[self.names[0]][0]
+
+    @property
+    def metrics(self) -> list[Metric]:
+        """The metrics of the first predictor (its first instance)."""
+        return self.instance_metrics[self.names[0]][0]
+
+    def _device_dtype(self) -> tuple[Any, torch.dtype]:
+        return getattr(self.learner, "device", None), getattr(self.learner, "dtype", torch.float32)
+
+    # ------------------------------------------------------------------ the loop
+    def run(
+        self,
+        steps: int | None = None,
+        *,
+        checkpoint_every: int | None = None,
+        checkpoint_path: str | os.PathLike[str] | None = None,
+    ) -> RunResult:
+        """Run ``steps`` more steps (default: to the end of the stream)."""
+        if checkpoint_every is not None and checkpoint_path is None:
+            raise ValueError("checkpoint_every needs a checkpoint_path")
+        n = self.stream.n_samples
+        if steps is None and n is None:
+            raise ValueError(f"stream {self.stream.name!r} is infinite: pass steps=")
+        if n == 0:
+            raise ValueError(f"stream {self.stream.name!r} is empty")
+        if n is not None and self.n_pretrain >= n:
+            raise ValueError(f"n_pretrain={self.n_pretrain} leaves no rows of the "
+                             f"{n}-row stream {self.stream.name!r} to evaluate")
+        if not self._config_logged:
+            for sink in self.sinks:
+                sink.log_config(self.run_config())
+            self._config_logged = True
+        device, dtype = self._device_dtype()
+        t0 = time.perf_counter()
+        if self.position < self.n_pretrain:
+            self._pretrain(device, dtype)
+        stop = None if steps is None else self.position + steps * self.batch_size
+        if n is not None:
+            stop = n if stop is None else min(stop, n)
+        batches = self.stream.batches(self.batch_size, device=device, dtype=dtype,
+                                      start=self.position, stop=stop)
+        remaining = self.stream.n_batches(self.batch_size, self.position) if n is not None else None
+        total = steps if steps is not None else remaining
+        last_step = None if remaining is None else self.step + remaining - 1
+        bar = _progress(total, self.progress, self.stream.name)
+        first_step = self.step
+        saved: str | None = None
+        try:
+            for X, y in batches:
+                scalars = self._one_step(X, y, last=self.step == last_step)
+                if scalars is not None:
+                    for sink in self.sinks:
+                        sink.log_scalars(self.step - 1, scalars)
+                if self.figure_every and self.step % self.figure_every == 0:
+                    self._log_figures()
+                if bar is not None:
+                    bar.update(1)
+                if checkpoint_every and self.step % checkpoint_every == 0:
+                    self.seconds += time.perf_counter() - t0
+                    t0 = time.perf_counter()
+                    saved = self.save(checkpoint_path)  # type: ignore[arg-type]
+        finally:
+            if bar is not None:
+                bar.close()
+            self.seconds += time.perf_counter() - t0
+            for sink in self.sinks:
+                flush = getattr(sink, "flush", None)
+                if flush is not None:
+                    flush()
+        if self.step == first_step and self.position <= self.n_pretrain:
+            raise ValueError(f"stream {self.stream.name!r} yielded no rows to evaluate")
+        return RunResult(self.position, self.step, self.seconds, self.results(), saved,
+                         list(self.records), list(self.names))
+
+    def _pretrain(self, device: Any, dtype: torch.dtype) -> None:
+        for X, y in self.stream.batches(self.n_pretrain - self.position, device=device,
+                                        dtype=dtype, start=self.position, stop=self.n_pretrain):
+            for p in self.plugins:  # a feature mask the learner will be tested with
+                transform = getattr(p, "transform", None)
+                if transform is not None:
+                    X = transform(X, -1)
+            for name in self.names:
+                for learner in self.instances[name]:
+                    learner.learn(X, y)
+            self.position += X.shape[0]
+
+    def _one_step(self, X: torch.Tensor, y: torch.Tensor, *, last: bool) -> dict[str, float] | None:
+        step, start = self.step, self.position
+        for p in self.plugins:
+            transform = getattr(p, "transform", None)
+            if transform is not None:
+                X = transform(X, step)
+        plan = self.strategy.plan(step, X, y, last=last)
+        testers = plan.testers.tolist()
+        primary_pred: torch.Tensor | None = None
+        timings: dict[tuple[str, int], float] = {}
+        for name in self.names:
+            for i, learner in enumerate(self.instances[name]):
+                if not testers[i] or plan.test_X is None:
+                    self._record(step, start, name, i, None, None, float("nan"))
+                    continue
+                t = time.perf_counter()
+                with torch.no_grad():
+                    y_pred = learner(plan.test_X)
+                timings[name, i] = time.perf_counter() - t
+                for m in self.instance_metrics[name][i]:
+                    m.update(plan.test_y, y_pred)
+                self._record(step, start, name, i, plan.test_y, y_pred, timings[name, i])
+                if name == self.names[0] and i == 0 and plan.test_X is X:
+                    primary_pred = y_pred
+        extra: dict[str, float] = {}
+        if self.plugins:
+            if primary_pred is None:
+                with torch.no_grad():
+                    primary_pred = self.learner(X)
+            batch = Batch(step, start, X, y, primary_pred, self.learner)
+            for pname, p in zip(self.plugin_names, self.plugins):
+                out = p.on_batch(batch)
+                if out:
+                    extra.update({(k if "/" in k else f"{pname}/{k}"): v for k, v in out.items()})
+        X_t, y_t, w_t = X, y, plan.train_weights
+        if self.label_delay is not None:
+            X_t, y_t, w_t = self.label_delay.push_and_release(step, X, y, plan.train_weights)
+        loss = float("nan")
+        for name in self.names:
+            for i, learner in enumerate(self.instances[name]):
+                rows = _repeat_rows(w_t[:, i])
+                if rows is None:
+                    continue
+                Xi, yi = (X_t, y_t) if rows is True else (X_t[rows], y_t[rows])
+                t = time.perf_counter()
+                out = learner.learn(Xi, yi)
+                if self.record_steps:
+                    _add_train_time(self.records, name, i, step, time.perf_counter() - t)
+                if name == self.names[0] and i == 0 and out is not None:
+                    loss = float(out)
+        self.step += 1
+        self.position += X.shape[0]
+        if not self.sinks or self.step % self.log_every:
+            return None
+        scalars = self._metric_scalars()
+        if self.single:
+            scalars["learner/loss"] = loss
+        scalars.update(extra)
+        return scalars
+
+    def _record(self, step: int, start: int, name: str, instance: int, y: torch.Tensor | None,
+                y_pred: torch.Tensor | None, seconds: float) -> None:
+        if not self.record_steps:
+            return
+        row: dict[str, Any] = {"step": step, "start": start, "predictor": name,
+                               "instance": instance, "test_seconds": seconds,
+                               "train_seconds": float("nan")}
+        for m in self.instance_metrics[name][instance]:
+            if m.window is not None:
+                continue  # the per-step value of a windowed metric is the cumulative one's
+            if y is None or y_pred is None:
+                row[m.base_name] = float("nan")
+            else:
+                row[m.base_name] = m.batch_value(y, y_pred)
+        self.records.append(row)
+
+    def _log_figures(self) -> None:
+        sinks = [s for s in self.sinks if hasattr(s, "log_figure")]
+        for p in self.plugins:
+            figures = getattr(p, "figures", None)
+            if figures is None:
+                continue
+            for tag, fig in figures().items():
+                for sink in sinks:
+                    sink.log_figure(tag, fig, self.step - 1)
+                _close_figure(fig)
+
+    def _metric_scalars(self) -> dict[str, float]:
+        out = {}
+        for name in self.names:
+            for m, value in zip(self.instance_metrics[name][0], self._values(name)):
+                if self.single:
+                    kind = "cumulative" if m.window is None else "window"
+                    out[f"metrics/{m.base_name}/{kind}"] = value
+                else:
+                    out[f"metrics/{m.name}/{name}"] = value
+        return out
+
+    def _values(self, name: str) -> list[float]:
+        """Each metric's value for a predictor: the mean over the instances that tested."""
+        per = [[m.get() for m in ms] for ms in self.instance_metrics[name]]
+        if len(per) == 1:
+            return per[0]
+        cols = torch.tensor(per, dtype=torch.float64)
+        return torch.nanmean(cols, 0).tolist()
+
+    def results(self) -> dict[str, float]:
+        """Current value of every metric: by metric name for one predictor, by
+        ``"<predictor>/<metric>"`` for several; k-fold adds the spread over instances."""
+        out: dict[str, float] = {}
+        for name in self.names:
+            prefix = "" if self.single else f"{name}/"
+            values = self._values(name)
+            for mname, v in zip(self.metric_names, values):
+                out[prefix + mname] = v
+            if self.strategy.n_instances > 1:
+                per = torch.tensor([[m.get() for m in ms] for ms in self.instance_metrics[name]],
+                                   dtype=torch.float64)
+                for mname, sd in zip(self.metric_names, _nanstd(per).tolist()):
+                    out[f"{prefix}{mname}_std"] = sd
+        return out
+
+    def run_config(self) -> dict[str, Any]:
+        """The configuration logged to the sinks (hparams)."""
+        cfg: dict[str, Any] = {
+            "stream": {"name": self.stream.name, "task": self.stream.task,
+                       "n_samples": self.stream.n_samples, "n_features": self.stream.n_features,
+                       "drift_positions": list(self.stream.drift_positions)},
+            "batch_size": self.batch_size,
+            "strategy": repr(self.strategy),
+            "n_pretrain": self.n_pretrain,
+            "label_delay": repr(self.label_delay),
+            "plugins": ", ".join(self.plugin_names) or "none",
+        }
+        for name in self.names:
+            learner = self.instances[name][0]
+            key = "learner" if self.single else f"learner_{name}"
+            cfg[key] = {"class": type(learner).__name__,
+                        "module": type(getattr(learner, "module", None)).__name__,
+                        "optimizer": str(getattr(learner, "optimizer_name", "")),
+                        "lr": getattr(learner, "lr", float("nan")),
+                        "device": str(getattr(learner, "device", "cpu"))}
+        cfg.update(self.config)
+        return cfg
+
+    # ------------------------------------------------------------------ state
+    def state_dict(self) -> dict[str, Any]:
+        """The whole run: learners, metrics, strategy, delay buffer, plug-ins, sinks, RNG."""
+        return {
+            "position": self.position,
+            "step": self.step,
+            "seconds": self.seconds,
+            "batch_size": self.batch_size,
+            "learner": self.learner.state_dict(),
+            "instances": {n: [lr.state_dict() for lr in ls] for n, ls in self.instances.items()},
+            "metrics": {m.name: m.state_dict() for m in self.metrics},
+            "instance_metrics": {
+                n: [{m.name: m.state_dict() for m in ms} for ms in per]
+                for n, per in self.instance_metrics.items()
+            },
+            "strategy": self.strategy.state_dict(),
+            "label_delay": None if self.label_delay is None else self.label_delay.state_dict(),
+            "records": list(self.records),
+            "plugins": _states(self.plugin_names, self.plugins),
+            "sinks": _states([str(i) for i in range(len(self.sinks))], self.sinks),
+            "torch_rng": torch.get_rng_state(),
+            "config_logged": self._config_logged,
+            "stream_classes": list(self.stream.classes or []),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        if state["batch_size"] != self.batch_size:
+            raise ValueError(
+                f"checkpoint has batch_size={state['batch_size']}, this run {self.batch_size}"
+            )
+        missing = [m for m in self.metric_names if m not in state["metrics"]]
+        if missing:
+            raise ValueError(f"checkpoint has no state for metrics {missing}")
+        unknown = [n for n in self.names if n not in state["instances"]]
+        if unknown:
+            raise ValueError(f"checkpoint has no state for predictors {unknown}")
+        self.position, self.step, self.seconds = state["position"], state["step"], state["seconds"]
+        for n, ls in self.instances.items():
+            for lr, s in zip(ls, state["instances"][n]):
+                lr.load_state_dict(s)
+        for n, per in self.instance_metrics.items():
+            for ms, s in zip(per, state["instance_metrics"][n]):
+                for m in ms:
+                    m.load_state_dict(s[m.name])
+        self.strategy.load_state_dict(state["strategy"])
+        if self.label_delay is not None:
+            self.label_delay.load_state_dict(state["label_delay"])
+        self.records = list(state["records"])
+        _load_states(state["plugins"], self.plugin_names, self.plugins)
+        _load_states(state["sinks"], [str(i) for i in range(len(self.sinks))], self.sinks)
+        torch.set_rng_state(state["torch_rng"])
+        self._config_logged = state["config_logged"]
+        if self.stream.classes is not None:
+            for c in state["stream_classes"]:
+                self.stream._register(c)  # no-op for known labels
+
+    def save(self, path: str | os.PathLike[str]) -> str:
+        """Write :meth:`state_dict` with ``torch.save`` (atomically) and return the path."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        torch.save(self.state_dict(), tmp)
+        os.replace(tmp, path)
+        return str(path)
+
+    def resume(self, path: str | os.PathLike[str]) -> None:
+        """Load a checkpoint written by :meth:`save`."""
+        self.load_state_dict(torch.load(path, weights_only=False))
+
+    def close(self) -> None:
+        for sink in self.sinks:
+            sink.close()
+
+
+def _check_int(value: Any, name: str, minimum: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+
+
+def _repeat_rows(w: torch.Tensor) -> torch.Tensor | bool | None:
+    """Row indices repeating row ``r`` ``w[r]`` times; True for all ones; None for none."""
+    if w.numel() == 0 or not bool((w > 0).any()):
+        return None
+    if bool((w == 1).all()):
+        return True
+    return torch.repeat_interleave(torch.arange(w.numel(), device=w.device), w)
+
+
+def _add_train_time(records: list[dict[str, Any]], name: str, instance: int, step: int,
+                    seconds: float) -> None:
+    for row in reversed(records):
+        if row["step"] != step:
+            break
+        if row["predictor"] == name and row["instance"] == instance:
+            row["train_seconds"] = seconds
+            return
+
+
+def _nanstd(values: torch.Tensor) -> torch.Tensor:
+    ok = ~torch.isnan(values)
+    n = ok.sum(0)
+    mean = torch.nanmean(values, 0)
+    sq = torch.where(ok, (values - mean) ** 2, torch.zeros_like(values)).sum(0)
+    return torch.where(n > 1, (sq / (n - 1).clamp_min(1)).sqrt(), torch.full_like(mean, math.nan))
+
+
+def _close_figure(fig: Any) -> None:
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+
+
+def _align_classes(learner: Any, stream: Stream) -> None:
+    """Give a fresh learner the stream's classes, so class indices mean the same in both."""
+    assert stream.classes is not None
+    have = list(learner.classes_)
+    if have == list(stream.classes[: len(have)]):
+        for c in stream.classes[len(have):]:
+            learner._add_class(c)
+        if hasattr(learner, "_grow_if_needed"):
+            learner._grow_if_needed()
+    else:
+        raise ValueError(
+            f"the learner's classes {have!r} do not match the stream's {stream.classes!r}"
+        )
+
+
+def _states(names: Iterable[str], objs: Iterable[Any]) -> dict[str, Any]:
+    return {n: o.state_dict() for n, o in zip(names, objs) if hasattr(o, "state_dict")}
+
+
+def _load_states(states: Mapping[str, Any], names: Iterable[str], objs: Iterable[Any]) -> None:
+    for n, o in zip(names, objs):
+        if hasattr(o, "load_state_dict"):
+            if n not in states:
+                raise ValueError(f"checkpoint has no state for {n!r}")
+            o.load_state_dict(states[n])
+
+
+def _progress(total: int | None, enabled: bool, name: str) -> Any:
+    if not enabled:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=name, unit="batch", leave=False,
+                mininterval=0.5 if total is None or total < math.inf else 1.0)
