@@ -240,3 +240,42 @@ def test_bad_arguments():
         Evaluator({}, stream)
     with pytest.raises(TypeError, match="learn"):
         Evaluator({"f": lambda X: X}, stream)
+
+
+class FiresAt:
+    """A mocked detector plug-in that reports drift at fixed steps."""
+
+    def __init__(self, steps):
+        self.steps = set(steps)
+        self.drift_detected = False
+
+    def on_batch(self, batch):
+        self.drift_detected = batch.step in self.steps
+
+
+def test_c16_reset_on_drift():
+    stream = stream_700_of_1000()
+    learner = Constant()
+    ev = Evaluator(learner, stream, batch_size=10, plugins=[FiresAt({10, 20})],
+                   reset_on_drift=True)
+    ev.run()
+    assert ev.reset_steps == [10, 20]
+    # the learner at the end was reset at step 20: it has learned batches 20..99 only
+    assert len(ev.learner.trained) == 80
+    assert ev.learner.trained[0].long().tolist() == list(range(200, 210))
+    with pytest.raises(ValueError, match="unknown predictors"):
+        Evaluator(learner, stream, reset_on_drift=["mlp"])
+
+
+def test_c17_error_detector_polarity():
+    """Correct for 50 steps, then always wrong: DDM (1 = error) alarms after step 50 only."""
+    from river import drift
+
+    from torchstream.drift import ErrorDetector
+
+    y = np.array([0] * 500 + [1] * 500)
+    stream = from_numpy(np.zeros((1000, 1)), y, task="classification")
+    det = ErrorDetector(drift.binary.DDM())
+    Evaluator(Constant(), stream, batch_size=10, plugins=[det]).run()
+    assert det.drift_steps and min(det.drift_steps) >= 50
+    assert det.drift_positions[0] >= 500

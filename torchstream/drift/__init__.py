@@ -1,5 +1,7 @@
-"""Drift detection on explanation streams."""
+"""Drift detection: on explanation streams, on prediction errors, on parameter distributions."""
 
+from torchstream.drift.error_detector import ErrorDetector
+from torchstream.drift.erics import ERICS
 from torchstream.drift.pdp import PDPDriftDetector
 
-__all__ = ["PDPDriftDetector"]
+__all__ = ["ErrorDetector", "PDPDriftDetector"]

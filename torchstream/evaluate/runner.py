@@ -148,6 +148,11 @@ class Evaluator:
         Keep per-step records (:attr:`RunResult.steps`).
     seed
         Seed of the label-delay draws.
+    reset_on_drift
+        When a plug-in reports ``drift_detected`` (e.g. an
+        :class:`~torchstream.drift.ErrorDetector`), reset these predictors (True: all) to their
+        state at construction before they learn that step's batch; :attr:`reset_steps` lists
+        the steps.
     """
 
     def __init__(
@@ -170,6 +175,7 @@ class Evaluator:
         progress: bool = False,
         config: Mapping[str, Any] | None = None,
         seed: int | None = 0,
+        reset_on_drift: bool | Sequence[str] = False,
     ) -> None:
         _check_int(batch_size, "batch_size", 1)
         _check_int(log_every, "log_every", 1)
@@ -225,6 +231,14 @@ class Evaluator:
         self.seconds = 0.0
         self.records: list[dict[str, Any]] = []
         self._config_logged = False
+        if reset_on_drift is True:
+            reset_on_drift = self.names
+        unknown = [n for n in (reset_on_drift or ()) if n not in self.names]
+        if unknown:
+            raise ValueError(f"reset_on_drift names unknown predictors {unknown}; "
+                             f"known: {self.names}")
+        self._initial = {n: copy.deepcopy(self.instances[n][0]) for n in (reset_on_drift or ())}
+        self.reset_steps: list[int] = []
 
     # ------------------------------------------------------------------ conveniences
     @property
@@ -351,6 +365,10 @@ class Evaluator:
                 out = p.on_batch(batch)
                 if out:
                     extra.update({(k if "/" in k else f"{pname}/{k}"): v for k, v in out.items()})
+        if self._initial and any(getattr(p, "drift_detected", False) for p in self.plugins):
+            for name, initial in self._initial.items():
+                self.instances[name] = [copy.deepcopy(initial) for _ in self.instances[name]]
+            self.reset_steps.append(step)
         X_t, y_t, w_t = X, y, plan.train_weights
         if self.label_delay is not None:
             X_t, y_t, w_t = self.label_delay.push_and_release(step, X, y, plan.train_weights)
@@ -480,6 +498,7 @@ class Evaluator:
             "strategy": self.strategy.state_dict(),
             "label_delay": None if self.label_delay is None else self.label_delay.state_dict(),
             "records": list(self.records),
+            "reset_steps": list(self.reset_steps),
             "plugins": _states(self.plugin_names, self.plugins),
             "sinks": _states([str(i) for i in range(len(self.sinks))], self.sinks),
             "torch_rng": torch.get_rng_state(),
@@ -510,6 +529,7 @@ class Evaluator:
         if self.label_delay is not None:
             self.label_delay.load_state_dict(state["label_delay"])
         self.records = list(state["records"])
+        self.reset_steps = list(state["reset_steps"])
         _load_states(state["plugins"], self.plugin_names, self.plugins)
         _load_states(state["sinks"], [str(i) for i in range(len(self.sinks))], self.sinks)
         torch.set_rng_state(state["torch_rng"])

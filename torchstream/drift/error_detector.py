@@ -1,0 +1,106 @@
+"""A river change detector on the prediction errors of the evaluated learner, as a plug-in."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import torch
+
+__all__ = ["ErrorDetector"]
+
+
+class ErrorDetector:
+    """Feed a river drift detector, row by row, with the learner's prediction errors.
+
+    Error-rate detectors (DDM, EDDM, HDDM) expect **1 for an error and 0 for a correct
+    prediction**; feeding correctness flags instead makes them alarm on improvements and never on
+    deteriorations (a defect of float, spec §1.4). ``signal`` says what is fed:
+
+    * ``"error"`` (default): ``1`` if the most probable class is wrong, else ``0``
+      (classification); the absolute error (regression);
+    * ``"loss"``: the per-row log loss (classification) / squared error (regression), for
+      detectors on real values such as ADWIN or Page-Hinkley.
+
+    The predictions are those of the runner's first predictor *before* it learns the batch.
+    Alerts are recorded as stream positions (the index of the row whose update fired,
+    pre-training rows included) and as evaluation steps.
+
+    Parameters
+    ----------
+    detector
+        Any object with river's ``update(x)`` and ``drift_detected``.
+    signal
+        ``"error"`` or ``"loss"``.
+    name
+        Plug-in name (default ``"drift_<detector class>"``).
+
+    >>> from river import drift
+    >>> from torchstream.evaluate import Batch
+    >>> det = ErrorDetector(drift.binary.DDM())
+    >>> p = torch.tensor([[0.9, 0.1]]).expand(600, 2)
+    >>> y = torch.cat([torch.zeros(300), torch.ones(300)]).long()
+    >>> det.on_batch(Batch(0, 0, torch.zeros(600, 1), y, p, None))["drift"]
+    1.0
+    >>> det.drift_positions  # the first wrong prediction
+    [300]
+    """
+
+    def __init__(
+        self, detector: Any, *, signal: Literal["error", "loss"] = "error",
+        name: str | None = None,
+    ) -> None:
+        if not (hasattr(detector, "update") and hasattr(detector, "drift_detected")):
+            raise TypeError(
+                "detector needs update(x) and drift_detected (river's protocol), got "
+                f"{type(detector).__name__}"
+            )
+        if signal not in ("error", "loss"):
+            raise ValueError(f"signal must be 'error' or 'loss', got {signal!r}")
+        self.detector = detector
+        self.signal = signal
+        self.name = name or f"drift_{type(detector).__name__.lower()}"
+        self.drift_detected = False
+        self.drift_positions: list[int] = []
+        self.drift_steps: list[int] = []
+
+    def _signal(self, y: torch.Tensor, y_pred: torch.Tensor) -> list[float]:
+        if y_pred.dim() == 2:  # class probabilities
+            if self.signal == "error":
+                values = (y_pred.argmax(1) != y.long()).double()
+            else:
+                p = y_pred.gather(1, y.long().view(-1, 1)).squeeze(1).double()
+                values = -torch.log(p.clamp_min(1e-15))
+        else:
+            diff = y_pred.reshape(-1).double() - y.double()
+            values = diff.abs() if self.signal == "error" else diff**2
+        return values.tolist()
+
+    def on_batch(self, batch: Any) -> dict[str, float]:
+        """Update the detector with every row of the batch; ``drift`` is 1.0 if any alarmed."""
+        self.drift_detected = False
+        for i, v in enumerate(self._signal(batch.y, batch.y_pred)):
+            self.detector.update(v)
+            if self.detector.drift_detected:
+                self.drift_detected = True
+                self.drift_positions.append(int(batch.start) + i)
+                if not self.drift_steps or self.drift_steps[-1] != batch.step:
+                    self.drift_steps.append(int(batch.step))
+        return {"drift": 1.0 if self.drift_detected else 0.0}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"detector": pickle.dumps(self.detector), "drift_detected": self.drift_detected,
+                "drift_positions": list(self.drift_positions),
+                "drift_steps": list(self.drift_steps)}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        det = state["detector"]
+        self.detector = pickle.loads(det) if isinstance(det, bytes) else copy.deepcopy(det)
+        self.drift_detected = bool(state["drift_detected"])
+        self.drift_positions = list(state["drift_positions"])
+        self.drift_steps = list(state["drift_steps"])
+
+    def __repr__(self) -> str:
+        return f"ErrorDetector({self.detector!r}, signal={self.signal!r})"
