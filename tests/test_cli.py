@@ -140,3 +140,43 @@ def test_run_without_explainers(tmp_path, capsys):
     assert main(["run", "--n-samples", "200", "--explain", "none", "--logdir",
                  str(tmp_path / "n"), "--no-progress"]) == 0
     assert "ipfi" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("strategy", [["--strategy", "prequential"],
+                                      ["--strategy", "kfold", "--k", "2"],
+                                      ["--strategy", "holdout", "--test-interval", "5",
+                                       "--replace-every", "10"]])
+def test_evaluate_writes_summary_plots_and_logs(tmp_path, capsys, strategy):
+    import pandas as pd
+
+    out = tmp_path / "ev"
+    code = main(["evaluate", "--stream", "sea-drift", "--n-samples", "1200",
+                 "--models", "probit,naive_bayes", "--detectors", "ddm,adwin",
+                 "--detection-window", "400", "--out", str(out), *strategy])
+    assert code == 0
+    summary = pd.read_csv(out / "summary.csv", index_col=0)
+    assert list(summary.index) == ["probit", "naive_bayes"]
+    assert summary["accuracy"].between(0.5, 1.0).all()
+    steps = pd.read_csv(out / "steps.csv")
+    k = 2 if "kfold" in strategy else 1
+    assert len(steps) == (1200 - 100) // 10 * 2 * k
+    measures = pd.read_csv(out / "detection_measures.csv", index_col=0)
+    assert list(measures.index) == ["drift_ddm", "drift_adwin"]
+    assert measures["detected_change_rate"].between(0, 1).all()
+    for name in ("metric.png", "detections.png", "summary.md"):
+        assert (out / name).stat().st_size > 0
+    assert any((out / "tensorboard").iterdir())
+    text = capsys.readouterr().out
+    assert "naive_bayes" in text and "detected_change_rate" in text
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--models", "mlp,nope"], "unknown learner 'nope'"),
+    (["--models", "mlp,mlp"], "distinct"),
+    (["--detectors", "ddm,foo"], "unknown detector 'foo'"),
+    (["--batch-size", "0"], "--batch-size"),
+    (["--strategy", "kfold", "--k", "1"], "--k"),
+])
+def test_evaluate_errors(argv, message, tmp_path):
+    with pytest.raises(SystemExit, match=message):
+        main(["evaluate", "--n-samples", "300", "--out", str(tmp_path / "x"), *argv])

@@ -20,6 +20,21 @@ __all__ = ["build_parser", "main", "make_stream"]
 DEFAULT_STREAM = "agrawal-drift"
 
 
+def add_stream_args(p: argparse.ArgumentParser) -> None:
+    """The options that choose a stream (shared by the commands)."""
+    p.add_argument("--stream", default=DEFAULT_STREAM,
+                   help="a synthetic stream name (see `torchstream list`), a CSV path, or "
+                        "river:<Dataset> (default: %(default)s)")
+    p.add_argument("--target", help="target column of a CSV stream (default: the last column)")
+    p.add_argument("--drop", nargs="*", default=[], help="CSV columns to ignore")
+    p.add_argument("--categorical", nargs="*", default=[], help="CSV columns to treat as categorical")
+    p.add_argument("--task", choices=["classification", "regression"],
+                   help="override the task inferred from the target")
+    p.add_argument("--n-samples", type=int, default=10_000,
+                   help="rows of a synthetic stream (default: %(default)s)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the stream and the models")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="torchstream", description="Explainable online learning on data streams."
@@ -30,16 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="train a model prequentially on a stream and log to TensorBoard",
         description="Test-then-train a model on a stream; metrics go to TensorBoard.",
     )
-    run.add_argument("--stream", default=DEFAULT_STREAM,
-                     help="a synthetic stream name (see `torchstream list`), a CSV path, or "
-                          "river:<Dataset> (default: %(default)s)")
-    run.add_argument("--target", help="target column of a CSV stream (default: the last column)")
-    run.add_argument("--drop", nargs="*", default=[], help="CSV columns to ignore")
-    run.add_argument("--categorical", nargs="*", default=[], help="CSV columns to treat as categorical")
-    run.add_argument("--task", choices=["classification", "regression"],
-                     help="override the task inferred from the target")
-    run.add_argument("--n-samples", type=int, default=10_000,
-                     help="rows of a synthetic stream (default: %(default)s)")
+    add_stream_args(run)
     run.add_argument("--model", default="mlp",
                      help="a model spec name in models/ or a TOML path (default: %(default)s)")
     run.add_argument("--lr", type=float, help="override the spec's learning rate")
@@ -54,7 +60,6 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--threads", type=int, default=1,
                      help="torch CPU threads (default: 1; online models are small and extra "
                           "threads only add synchronisation)")
-    run.add_argument("--seed", type=int, default=0, help="seed of the stream and the model")
     run.add_argument("--logdir", help="TensorBoard run directory (default: runs/<stream>-<model>-<time>)")
     run.add_argument("--log-every", type=int, default=10, help="log scalars every N batches")
     run.add_argument("--checkpoint", help="checkpoint file written every --checkpoint-every batches")
@@ -70,7 +75,10 @@ def build_parser() -> argparse.ArgumentParser:
                                            "(default: the first column)")
     run.add_argument("--figure-every", type=int, default=1000,
                      help="batches between iPDP pictures in TensorBoard (default: %(default)s)")
-    sub.add_parser("list", help="list the built-in streams and model specs")
+    from torchstream.evaluate.command import add_parser as add_evaluate
+
+    add_evaluate(sub, add_stream_args)
+    sub.add_parser("list", help="list the built-in streams, model specs and river models")
     return parser
 
 
@@ -220,11 +228,13 @@ def _importance_line(plugin: Any) -> str:
 
 
 def _list() -> int:
+    from torchstream.learners.registry import RIVER_MODELS
     from torchstream.models import available_specs
     from torchstream.streams import SYNTHETIC
 
     print("streams:", ", ".join(sorted(SYNTHETIC)), "| a CSV path | river:<Dataset>")
     print("models: ", ", ".join(available_specs()))
+    print("river models (evaluate):", ", ".join(RIVER_MODELS))
     return 0
 
 
@@ -232,6 +242,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "run":
         return _run(args)
+    if args.command == "evaluate":
+        from torchstream.evaluate.command import evaluate
+
+        return evaluate(args, make_stream)
     return _list()
 
 

@@ -11,10 +11,10 @@ from torchstream.learners.river_learner import RiverLearner
 from torchstream.learners.scaling import RunningStandardizer
 
 __all__ = [
-    "RiverLearner",
     "OnlineClassifier",
     "OnlineLearner",
     "OnlineRegressor",
+    "RiverLearner",
     "RiverModelFn",
     "RunningStandardizer",
     "SklearnModelFn",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import operator
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -49,13 +48,3 @@ def as_int(value: Any, name: str, *, minimum: int | None = None) -> int:
     if minimum is not None and out < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {out}")
     return out
-
-
-def as_int_list(values: Sequence[Any], name: str) -> list[int]:
-    """A sequence of integers (tensor or array allowed) as a list of Python ints."""
-    arr = to_numpy(values, name)
-    if arr.ndim != 1:
-        raise ValueError(f"{name} must be 1-d, got shape {arr.shape}")
-    return [
-        as_int(v.item() if hasattr(v, "item") else v, f"{name}[{i}]") for i, v in enumerate(arr)
-    ]

@@ -153,6 +153,11 @@ def noise_variability(
         pick = torch.randint(vals.numel(), (n, B), generator=generator, device=generator.device)
         noisy[:, :, j] = vals.to(Xt.device)[pick.to(vals.device)].to(Xt.device)
     out = predict(noisy.reshape(n * B, d))
+    if isinstance(loss, str):  # a per-sample torch loss: all draws at once
+        from torchstream.losses import get_loss
+
+        per_draw = get_loss(loss)(out, yt.repeat(n)).double().reshape(n, B).mean(1)
+        return float((per_draw - base).mean())
     out = out.reshape(n, B, *out.shape[1:])
     diffs = [L(yt, out[i]) - base for i in range(n)]
     return float(np.mean(diffs))

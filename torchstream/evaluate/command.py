@@ -1,0 +1,194 @@
+"""``torchstream evaluate``: compare predictors (and drift detectors) on one stream.
+
+Writes to ``--out``: ``summary.csv`` / ``summary.md`` (final measures per predictor),
+``steps.csv`` (per-step records), ``detections.csv`` and ``detection_measures.csv`` (when
+detectors run), the plots ``metric.png``, ``spider.png`` (several predictors) and
+``detections.png``, and TensorBoard logs in ``tensorboard/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+__all__ = ["add_parser", "evaluate"]
+
+DETECTORS = ("ddm", "eddm", "hddm_a", "hddm_w", "adwin", "page_hinkley", "kswin")
+
+
+def add_parser(sub: Any, add_stream_args: Any) -> argparse.ArgumentParser:
+    p = sub.add_parser("evaluate", help="compare predictors and drift detectors on a stream")
+    add_stream_args(p)
+    p.add_argument("--models", default="mlp,probit,hoeffding_tree",
+                   help="comma-separated model specs or river models (see `torchstream list`)")
+    p.add_argument("--strategy", choices=["prequential", "holdout", "kfold"],
+                   default="prequential")
+    p.add_argument("--batch-size", type=int, default=10, help="rows per step (default 10)")
+    p.add_argument("--n-pretrain", type=int, default=100,
+                   help="rows learned once before evaluation (default 100)")
+    p.add_argument("--label-delay", type=int, nargs=2, metavar=("MIN", "MAX"),
+                   help="label delay in steps, drawn per row from [MIN, MAX)")
+    p.add_argument("--test-interval", type=int, default=10, help="holdout: steps between tests")
+    p.add_argument("--holdout-size", type=int, help="holdout: rows (default: one batch)")
+    p.add_argument("--replace-every", type=int,
+                   help="holdout: every N-th row replaces the oldest holdout row")
+    p.add_argument("--k", type=int, default=5, help="kfold: instances per predictor")
+    p.add_argument("--mode", choices=["cross", "split", "bootstrap"], default="cross",
+                   help="kfold: validation mode")
+    p.add_argument("--detectors", default="none",
+                   help=f"comma-separated river detectors on the first model's errors: "
+                        f"{', '.join(DETECTORS)} (default none)")
+    p.add_argument("--detection-window", type=int, default=1000,
+                   help="rows after a known drift in which a detection counts (default 1000)")
+    p.add_argument("--window", type=int, default=1000, help="rows of the windowed metrics")
+    p.add_argument("--device", default="auto", help="cpu, cuda or auto")
+    p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
+    p.add_argument("--out", help="output directory (default runs/evaluate-<stream>-<time>)")
+    return p
+
+
+def _detector(name: str) -> Any:
+    from river import drift
+
+    makers = {
+        "ddm": drift.binary.DDM, "eddm": drift.binary.EDDM, "hddm_a": drift.binary.HDDMA,
+        "hddm_w": drift.binary.HDDMW, "adwin": drift.ADWIN, "page_hinkley": drift.PageHinkley,
+        "kswin": lambda: drift.KSWIN(seed=0),
+    }
+    if name not in makers:
+        raise ValueError(f"unknown detector {name!r}; known: {', '.join(DETECTORS)}")
+    return makers[name]()
+
+
+def evaluate(args: argparse.Namespace, make_stream: Any) -> int:
+    import torch
+
+    from torchstream.drift import ErrorDetector
+    from torchstream.evaluate.measures.detection import detection_measures
+    from torchstream.evaluate.runner import Evaluator
+    from torchstream.learners.registry import make_learner
+    from torchstream.sinks import TensorBoardSink
+
+    for flag in ("batch_size", "window", "threads", "test_interval", "k", "detection_window"):
+        if getattr(args, flag) < 1:
+            raise SystemExit(f"error: --{flag.replace('_', '-')} must be >= 1")
+    if args.n_pretrain < 0:
+        raise SystemExit("error: --n-pretrain must be >= 0")
+    if args.strategy == "kfold" and args.k < 2:
+        raise SystemExit("error: --k must be >= 2")
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    try:
+        stream = make_stream(args)
+        names = [n.strip() for n in args.models.split(",") if n.strip()]
+        if not names or len(set(names)) != len(names):
+            raise ValueError(f"--models needs distinct names, got {args.models!r}")
+        learners = {n: make_learner(n, stream, seed=args.seed, device=args.device)
+                    for n in names}
+        det_names = [] if args.detectors == "none" else [
+            d.strip() for d in args.detectors.split(",") if d.strip()]
+        detectors = [ErrorDetector(_detector(d), name=f"drift_{d}") for d in det_names]
+    except ValueError as e:
+        raise SystemExit(f"error: {e}") from None
+    strategy_args: dict[str, Any] = {}
+    if args.strategy == "holdout":
+        strategy_args = {"test_interval": args.test_interval, "holdout_size": args.holdout_size,
+                         "replace_every": args.replace_every}
+    elif args.strategy == "kfold":
+        strategy_args = {"k": args.k, "mode": args.mode, "seed": args.seed}
+    out = Path(args.out or Path("runs") / f"evaluate-{stream.name}-{time.strftime('%Y%m%d-%H%M%S')}")
+    out.mkdir(parents=True, exist_ok=True)
+    sink = TensorBoardSink(str(out / "tensorboard"))
+    runner = Evaluator(
+        learners, stream, strategy=args.strategy, strategy_args=strategy_args,
+        batch_size=args.batch_size, n_pretrain=args.n_pretrain,
+        label_delay=tuple(args.label_delay) if args.label_delay else None,
+        window=args.window, plugins=detectors, sinks=[sink], log_every=1,
+        progress=sys.stderr.isatty(), seed=args.seed,
+    )
+    print(f"stream   {stream!r}")
+    print(f"strategy {runner.strategy!r}, batch size {args.batch_size}, "
+          f"pre-training {args.n_pretrain} rows")
+    try:
+        result = runner.run()
+    except ValueError as e:
+        raise SystemExit(f"error: {e}") from None
+    finally:
+        runner.close()
+    summary = result.summary()
+    summary.to_csv(out / "summary.csv")
+    (out / "summary.md").write_text(_markdown(summary))
+    steps = result.to_frame()
+    steps.to_csv(out / "steps.csv", index=False)
+    print(result.table())
+    known = list(stream.drift_positions)
+    n_total = result.n_rows
+    if detectors:
+        import pandas as pd
+
+        rows = []
+        for d in detectors:
+            m = detection_measures(known, d.drift_positions, window=args.detection_window,
+                                   n_total=n_total) if known else {}
+            rows.append({"detector": d.name, "n_detections": len(d.drift_positions), **m})
+        table = pd.DataFrame(rows).set_index("detector")
+        table.to_csv(out / "detection_measures.csv")
+        pd.DataFrame([{"detector": d.name, "position": p} for d in detectors
+                      for p in d.drift_positions]).to_csv(out / "detections.csv", index=False)
+        print(table.to_string(float_format=lambda v: f"{v:.4f}"))
+    _plots(out, result, steps, known, detectors, args, n_total)
+    print(f"results in {out}; TensorBoard: tensorboard --logdir {out / 'tensorboard'}")
+    return 0
+
+
+def _markdown(frame: Any) -> str:
+    cols = [str(c) for c in frame.columns]
+    lines = ["| predictor | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
+    for idx, row in frame.iterrows():
+        lines.append(f"| {idx} | " + " | ".join(f"{v:.4f}" for v in row.tolist()) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _plots(out: Path, result: Any, steps: Any, known: list[int], detectors: list[Any],
+           args: argparse.Namespace, n_total: int) -> None:
+    import matplotlib
+    import numpy as np
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from torchstream.sinks.evaluation_plots import (
+        plot_detections,
+        plot_metric_over_time,
+        plot_spider,
+    )
+
+    metric = "accuracy" if "accuracy" in steps else "mse"
+    series = {}
+    for name, frame in steps.groupby("predictor", sort=False):
+        per_step = frame.groupby("step")[metric].mean()  # k-fold: mean of the testers
+        series[str(name)] = per_step.to_numpy()
+    detected = detectors[0].drift_positions if detectors else ()
+    fig = plot_metric_over_time(series, known_drifts=known, detected_drifts=detected,
+                                n_pretrain=args.n_pretrain, batch_size=args.batch_size,
+                                y_label=f"{metric} per step", path=out / "metric.png")
+    plt.close(fig)
+    if detectors:
+        fig = plot_detections({d.name: d.drift_positions for d in detectors},
+                              known_drifts=known, n_total=n_total, path=out / "detections.png")
+        plt.close(fig)
+    summary = result.summary()
+    if len(summary.index) > 1:
+        from torchstream.evaluate.metrics import METRICS
+
+        cols = [c for c in summary.columns if c.split("_window")[0] in METRICS
+                and not c.endswith("_std")]
+        invert = [not METRICS[c.split("_window")[0]].bigger_is_better for c in cols]
+        values = summary[cols].to_numpy(dtype=float)
+        if cols and len(cols) >= 3 and bool(np.isfinite(values).all()):
+            fig = plot_spider(values, cols, [str(p) for p in summary.index], invert=invert,
+                              path=out / "spider.png")
+            plt.close(fig)
