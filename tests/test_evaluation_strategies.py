@@ -279,3 +279,21 @@ def test_c17_error_detector_polarity():
     Evaluator(Constant(), stream, batch_size=10, plugins=[det]).run()
     assert det.drift_steps and min(det.drift_steps) >= 50
     assert det.drift_positions[0] >= 500
+
+
+def test_noise_variability_plugin_in_the_loop():
+    from torchstream.evaluate.noise import NoiseVariability
+
+    stream = stream_700_of_1000()
+    nv = NoiseVariability(n_samples=5, noise_scale=1.0, seed=0)
+    Evaluator(Constant(), stream, batch_size=50, plugins=[nv]).run()
+    assert nv.values == [0.0] * 20  # a model that ignores X is not moved by noise
+
+    class Threshold(Constant):
+        def __call__(self, X):
+            p1 = (X[:, 0] > 500).double()
+            return torch.stack([1 - p1, p1], 1)
+
+    nv = NoiseVariability(n_samples=5, noise_scale=1000.0, seed=0)
+    Evaluator(Threshold(), stream, batch_size=50, plugins=[nv]).run()
+    assert np.mean(nv.values) != 0.0 and len(nv.values) == 20
