@@ -297,3 +297,24 @@ def test_noise_variability_plugin_in_the_loop():
     nv = NoiseVariability(n_samples=5, noise_scale=1000.0, seed=0)
     Evaluator(Threshold(), stream, batch_size=50, plugins=[nv]).run()
     assert np.mean(nv.values) != 0.0 and len(nv.values) == 20
+
+
+def test_c18_step_measures_route_kwargs_and_reach_results():
+    import warnings
+
+    from sklearn.metrics import f1_score
+
+    from torchstream.evaluate.measures import MetricSpec
+
+    stream = stream_700_of_1000()
+    spec = MetricSpec(f1_score, zero_division=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no UndefinedMetricWarning: zero_division reached f1
+        result = Evaluator(Constant(), stream, batch_size=50, step_measures=[spec]).run()
+    assert result.metrics["f1_score"] == 0.0  # never predicts the positive class
+    assert (result.to_frame()["f1_score"] == 0.0).all()
+    with pytest.raises(TypeError):
+        MetricSpec(f1_score, zero_divison=0)  # misspelled: fails at construction
+    with pytest.raises(ValueError, match="clash"):
+        Evaluator(Constant(), stream, metrics=[Accuracy()],
+                  step_measures=[MetricSpec(f1_score, name="accuracy")])

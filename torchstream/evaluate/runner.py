@@ -148,6 +148,11 @@ class Evaluator:
         Keep per-step records (:attr:`RunResult.steps`).
     seed
         Seed of the label-delay draws.
+    step_measures
+        Per-step measures ``f(y_true, y_pred) -> float`` with a ``name`` (e.g.
+        :class:`~torchstream.evaluate.measures.MetricSpec` around any scikit-learn or river
+        metric, keyword arguments checked when it is built): computed on every tested step,
+        kept in the per-step records, and their mean over the tested steps in the results.
     reset_on_drift
         When a plug-in reports ``drift_detected`` (e.g. an
         :class:`~torchstream.drift.ErrorDetector`), reset these predictors (True: all) to their
@@ -176,6 +181,7 @@ class Evaluator:
         config: Mapping[str, Any] | None = None,
         seed: int | None = 0,
         reset_on_drift: bool | Sequence[str] = False,
+        step_measures: Sequence[Any] = (),
     ) -> None:
         _check_int(batch_size, "batch_size", 1)
         _check_int(log_every, "log_every", 1)
@@ -239,6 +245,16 @@ class Evaluator:
                              f"known: {self.names}")
         self._initial = {n: copy.deepcopy(self.instances[n][0]) for n in (reset_on_drift or ())}
         self.reset_steps: list[int] = []
+        self.step_measures = list(step_measures)
+        snames = [getattr(f, "name", None) for f in self.step_measures]
+        if any(not isinstance(n, str) for n in snames) or len(set(snames)) != len(snames):
+            raise ValueError(f"step_measures need distinct string names, got {snames}")
+        clash = sorted(set(snames) & set(self.metric_names))
+        if clash:
+            raise ValueError(f"step_measures names {clash} clash with metric names")
+        #: ``[sum, count]`` of each step measure per predictor and instance.
+        self._step_sums = {n: [{m: [0.0, 0] for m in snames} for _ in range(k)]
+                           for n in self.names}
 
     # ------------------------------------------------------------------ conveniences
     @property
@@ -352,7 +368,14 @@ class Evaluator:
                 timings[name, i] = time.perf_counter() - t
                 for m in self.instance_metrics[name][i]:
                     m.update(plan.test_y, y_pred)
-                self._record(step, start, name, i, plan.test_y, y_pred, timings[name, i])
+                measured = {}
+                for f in self.step_measures:
+                    measured[f.name] = float(f(plan.test_y, y_pred))
+                    acc = self._step_sums[name][i][f.name]
+                    acc[0] += measured[f.name]
+                    acc[1] += 1
+                self._record(step, start, name, i, plan.test_y, y_pred, timings[name, i],
+                             measured)
                 if name == self.names[0] and i == 0 and plan.test_X is X:
                     primary_pred = y_pred
         extra: dict[str, float] = {}
@@ -396,7 +419,8 @@ class Evaluator:
         return scalars
 
     def _record(self, step: int, start: int, name: str, instance: int, y: torch.Tensor | None,
-                y_pred: torch.Tensor | None, seconds: float) -> None:
+                y_pred: torch.Tensor | None, seconds: float,
+                measured: Mapping[str, float] | None = None) -> None:
         if not self.record_steps:
             return
         row: dict[str, Any] = {"step": step, "start": start, "predictor": name,
@@ -409,6 +433,8 @@ class Evaluator:
                 row[m.base_name] = float("nan")
             else:
                 row[m.base_name] = m.batch_value(y, y_pred)
+        for f in self.step_measures:
+            row[f.name] = (measured or {}).get(f.name, float("nan"))
         self.records.append(row)
 
     def _log_figures(self) -> None:
@@ -425,17 +451,28 @@ class Evaluator:
     def _metric_scalars(self) -> dict[str, float]:
         out = {}
         for name in self.names:
-            for m, value in zip(self.instance_metrics[name][0], self._values(name)):
+            values = self._values(name)
+            for m, value in zip(self.instance_metrics[name][0], values):
                 if self.single:
                     kind = "cumulative" if m.window is None else "window"
                     out[f"metrics/{m.base_name}/{kind}"] = value
                 else:
                     out[f"metrics/{m.name}/{name}"] = value
+            for f, value in zip(self.step_measures, values[len(self.metric_names):]):
+                out[f"metrics/{f.name}/{'mean_over_steps' if self.single else name}"] = value
+        return out
+
+    def _instance_values(self, name: str) -> list[list[float]]:
+        out = []
+        for ms, sums in zip(self.instance_metrics[name], self._step_sums[name]):
+            row = [m.get() for m in ms]
+            row += [s / c if c else float("nan") for s, c in sums.values()]
+            out.append(row)
         return out
 
     def _values(self, name: str) -> list[float]:
         """Each metric's value for a predictor: the mean over the instances that tested."""
-        per = [[m.get() for m in ms] for ms in self.instance_metrics[name]]
+        per = self._instance_values(name)
         if len(per) == 1:
             return per[0]
         cols = torch.tensor(per, dtype=torch.float64)
@@ -448,12 +485,12 @@ class Evaluator:
         for name in self.names:
             prefix = "" if self.single else f"{name}/"
             values = self._values(name)
-            for mname, v in zip(self.metric_names, values):
+            names = self.metric_names + [f.name for f in self.step_measures]
+            for mname, v in zip(names, values):
                 out[prefix + mname] = v
             if self.strategy.n_instances > 1:
-                per = torch.tensor([[m.get() for m in ms] for ms in self.instance_metrics[name]],
-                                   dtype=torch.float64)
-                for mname, sd in zip(self.metric_names, _nanstd(per).tolist()):
+                per = torch.tensor(self._instance_values(name), dtype=torch.float64)
+                for mname, sd in zip(names, _nanstd(per).tolist()):
                     out[f"{prefix}{mname}_std"] = sd
         return out
 
@@ -499,6 +536,7 @@ class Evaluator:
             "label_delay": None if self.label_delay is None else self.label_delay.state_dict(),
             "records": list(self.records),
             "reset_steps": list(self.reset_steps),
+            "step_sums": copy.deepcopy(self._step_sums),
             "plugins": _states(self.plugin_names, self.plugins),
             "sinks": _states([str(i) for i in range(len(self.sinks))], self.sinks),
             "torch_rng": torch.get_rng_state(),
@@ -530,6 +568,7 @@ class Evaluator:
             self.label_delay.load_state_dict(state["label_delay"])
         self.records = list(state["records"])
         self.reset_steps = list(state["reset_steps"])
+        self._step_sums = copy.deepcopy(state["step_sums"])
         _load_states(state["plugins"], self.plugin_names, self.plugins)
         _load_states(state["sinks"], [str(i) for i in range(len(self.sinks))], self.sinks)
         torch.set_rng_state(state["torch_rng"])
