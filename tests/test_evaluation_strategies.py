@@ -318,3 +318,39 @@ def test_c18_step_measures_route_kwargs_and_reach_results():
     with pytest.raises(ValueError, match="clash"):
         Evaluator(Constant(), stream, metrics=[Accuracy()],
                   step_measures=[MetricSpec(f1_score, name="accuracy")])
+
+
+def test_feature_mask_reaches_test_and_training_rows():
+    """A plug-in's transform (e.g. a feature-selection mask) applies to the rows the learner is
+    tested on *and* trained on, pre-training included (float masked training rows only)."""
+
+    class Mask:
+        def transform(self, X, step):
+            X = X.clone()
+            X[:, 0] = -1.0
+            return X
+
+    class Spy(Constant):
+        def __init__(self):
+            super().__init__()
+            self.tested = []
+
+        def __call__(self, X):
+            self.tested.append(X[:, 0].clone())
+            return super().__call__(X)
+
+    learner = Spy()
+    Evaluator(learner, stream_700_of_1000(), batch_size=50, n_pretrain=100,
+              plugins=[Mask()]).run()
+    assert torch.all(torch.cat(learner.tested) == -1)
+    assert torch.all(torch.cat(learner.trained) == -1)
+
+
+def test_errors_inside_measures_propagate():
+    def broken(y_true, y_pred):
+        raise RuntimeError("measure failed")
+
+    broken.name = "broken"
+    with pytest.raises(RuntimeError, match="measure failed"):
+        Evaluator(Constant(), stream_700_of_1000(), batch_size=50,
+                  step_measures=[broken]).run()

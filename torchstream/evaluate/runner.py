@@ -385,7 +385,8 @@ class Evaluator:
                     primary_pred = self.learner(X)
             batch = Batch(step, start, X, y, primary_pred, self.learner)
             for pname, p in zip(self.plugin_names, self.plugins):
-                out = p.on_batch(batch)
+                on_batch = getattr(p, "on_batch", None)
+                out = None if on_batch is None else on_batch(batch)
                 if out:
                     extra.update({(k if "/" in k else f"{pname}/{k}"): v for k, v in out.items()})
         if self._initial and any(getattr(p, "drift_detected", False) for p in self.plugins):
