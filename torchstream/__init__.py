@@ -1,6 +1,6 @@
 """torchstream: explainable online learning on data streams with PyTorch."""
 
-from torchstream.evaluate import Prequential
+from torchstream.evaluate import Evaluator, Prequential
 from torchstream.learners import OnlineClassifier, OnlineLearner, OnlineRegressor
 from torchstream.schema import Feature, Schema
 from torchstream.streams import Stream
@@ -8,6 +8,7 @@ from torchstream.streams import Stream
 __version__ = "0.1.0"
 
 __all__ = [
+    "Evaluator",
     "Feature",
     "OnlineClassifier",
     "OnlineLearner",

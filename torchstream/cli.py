@@ -66,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--checkpoint-every", type=int, help="batches between checkpoints")
     run.add_argument("--resume", help="resume from this checkpoint file")
     run.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    run.add_argument("--result-json", help="also write the final metrics and explanations here")
     run.add_argument("--explain", default="ipfi,isage,ipdp",
                      help="explainers run on the stream, comma-separated from ipfi, isage, ipdp, "
                           "or 'none' (default: %(default)s)")
@@ -78,6 +79,9 @@ def build_parser() -> argparse.ArgumentParser:
     from torchstream.evaluate.command import add_parser as add_evaluate
 
     add_evaluate(sub, add_stream_args)
+    from torchstream.sweep import add_parser as add_sweep
+
+    add_sweep(sub)
     sub.add_parser("list", help="list the built-in streams, model specs and river models")
     return parser
 
@@ -179,7 +183,33 @@ def _run(args: argparse.Namespace) -> int:
     if result.checkpoint:
         print(f"checkpoint: {result.checkpoint}")
     print(f"TensorBoard logs: tensorboard --logdir {logdir}")
+    if args.result_json:
+        _write_result(Path(args.result_json), result, plugins, logdir)
     return 0
+
+
+def _write_result(path: Path, result: Any, plugins: Sequence[Any], logdir: str) -> None:
+    """The run's summary as JSON: rows, seconds, metrics, every explainer's current values."""
+    import json
+    import math
+
+    def clean(v: Any) -> Any:
+        return None if isinstance(v, float) and not math.isfinite(v) else v
+
+    explained: dict[str, Any] = {}
+    for p in plugins:
+        values = p.as_dict()
+        if "grid" in values and "pd" in values:
+            values = {"importance": float(p.importance())}
+        explained[getattr(p, "name", type(p).__name__)] = {
+            str(k): clean(float(v)) for k, v in values.items()}
+    payload = {"n_rows": result.n_rows, "n_steps": result.n_steps, "seconds": result.seconds,
+               "metrics": {k: clean(v) for k, v in result.metrics.items()},
+               "explanations": explained, "logdir": logdir}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(payload, indent=1))
+    tmp.replace(path)
 
 
 EXPLAINERS = ("ipfi", "isage", "ipdp")
@@ -246,6 +276,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from torchstream.evaluate.command import evaluate
 
         return evaluate(args, make_stream)
+    if args.command == "sweep":
+        from torchstream.sweep import sweep_command
+
+        return sweep_command(args)
     return _list()
 
 
