@@ -4,4 +4,4 @@ from torchstream.drift.error_detector import ErrorDetector
 from torchstream.drift.erics import ERICS
 from torchstream.drift.pdp import PDPDriftDetector
 
-__all__ = ["ErrorDetector", "PDPDriftDetector"]
+__all__ = ["ERICS", "ErrorDetector", "PDPDriftDetector"]

@@ -1,0 +1,565 @@
+"""ERICS: concept drift detection from the parameter distribution of an online model [^1].
+
+A model whose parameters are independent Gaussians ``theta_k ~ N(mu_k, sigma_k)`` (see
+:mod:`torchstream.models.distributional`) summarises the current concept ``P(Y | X)``. ERICS
+watches how that distribution moves between consecutive steps: the change of its differential
+entropy plus the KL divergence from the previous step. For diagonal Gaussians the log terms
+cancel::
+
+    (h_t - h_{t-1}) + KL(P_t || P_{t-1}) = 1/2 sum_k (r_tk - 1),
+    r_tk = (sigma_tk^2 + (mu_{t-1,k} - mu_tk)^2) / sigma_{t-1,k}^2
+
+Per step (paper Eq. 8 and Fig. 2; ``M`` = ``window_mvg_average``, ``W`` =
+``window_drift_detect``)::
+
+    MA_t  = 1/(2M) sum over the last M pairs i of |sum_k (r_ik - 1)|     (global)
+    MA_tk = 1/(2M) sum over the last M pairs i of |r_ik - 1|             (partial, per k)
+    D_t   = MA_t - MA_{t-W}                   (the telescoped sum of W differences)
+    alpha <- alpha - alpha * beta * Delta;  Delta <- Delta + 1          (threshold decay)
+    drift at t  <=>  D_t > alpha;  then alpha <- D_t, Delta <- 1
+
+The same test runs per parameter (or per feature, on the head's ``feature_stats()``) with its
+own threshold: *partial* drift, which says which features moved. The initial window holds the
+starting snapshot (the head's state when ERICS is built, or ``(mu_init, sigma_init)``), so
+``MA`` and ``D`` are 0 before anything changes; the first step sets ``alpha = |D_0|``. Running
+sums make a step ``O(K)``.
+
+Three documented fixes of the published behaviour (spec of this package, §5.5, §5.8):
+
+* ``clamp_alpha`` (default on): ``alpha = max(alpha, 0)`` after the decay. The decay factor
+  ``1 - beta * Delta`` turns negative once ``Delta > 1 / beta``, which can make ``alpha`` a tiny
+  negative number and fire an alert on a perfectly constant signal.
+* ``refractory``: after a reported alert, alerts in the next ``refractory`` steps are not
+  reported (the threshold still follows them). One jump of the distribution otherwise gives an
+  alert at every step (every second step in the reference code) while it is inside the window.
+* ``warm_up``: alerts in the first ``warm_up`` steps are not reported (initial training moves
+  the distribution a lot; the paper ignores the first 80 batches).
+
+``reference_compat=True`` reproduces the authors' code: ``M - 1`` pairs in the window (divisor
+still ``2M``), ``D_t = MA_t - MA_{t-W+1}`` over the available values (``D_0 = MA_0``, ``W >= 2``),
+no clamp, and after an alert the threshold is unset and re-initialised to ``|D|`` at the next
+step, so alerts come at most every second step.
+
+References
+----------
+[^1]: Haug, J. and Kasneci, G. (2021). Learning parameter distributions to detect concept
+    drift in data streams. ICPR 2020, 9452-9459.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+__all__ = ["ERICS", "gaussian_entropy", "gaussian_kl", "r_statistic"]
+
+_F64 = torch.float64
+
+
+def gaussian_entropy(sigma: torch.Tensor) -> torch.Tensor:
+    """Differential entropy of ``N(mu, diag(sigma^2))``: ``1/2 (K + K ln 2 pi + sum ln sigma^2)``."""
+    K = sigma.shape[-1]
+    return 0.5 * (
+        K
+        + K * torch.log(torch.tensor(2 * torch.pi, dtype=sigma.dtype))
+        + torch.log(sigma * sigma).sum(-1)
+    )
+
+
+def gaussian_kl(
+    mu: torch.Tensor, sigma: torch.Tensor, mu_prev: torch.Tensor, sigma_prev: torch.Tensor
+) -> torch.Tensor:
+    """``KL(N(mu, sigma^2) || N(mu_prev, sigma_prev^2))`` for diagonal Gaussians (sum over the
+    last dimension)."""
+    v, vp = sigma * sigma, sigma_prev * sigma_prev
+    K = mu.shape[-1]
+    return 0.5 * (
+        ((v + (mu_prev - mu) ** 2) / vp).sum(-1) - K + torch.log(vp).sum(-1) - torch.log(v).sum(-1)
+    )
+
+
+def r_statistic(
+    mu: torch.Tensor, sigma: torch.Tensor, mu_prev: torch.Tensor, sigma_prev: torch.Tensor
+) -> torch.Tensor:
+    """``r_k - 1`` with ``r_k = (sigma_k^2 + (mu_prev_k - mu_k)^2) / sigma_prev_k^2``; summed
+    over ``k`` and halved it equals the entropy change plus the KL divergence."""
+    return (sigma * sigma + (mu_prev - mu) ** 2) / (sigma_prev * sigma_prev) - 1
+
+
+def _to_head(head: Any, X: torch.Tensor, y: Any) -> tuple[torch.Tensor, Any]:
+    """``X`` (and a tensor ``y``) moved to the head's ``device`` and ``X`` cast to its ``dtype``
+    (the runner's batches live on the learner's device, which may differ)."""
+    dtype, device = getattr(head, "dtype", None), getattr(head, "device", None)
+    X = X.to(
+        dtype=dtype if isinstance(dtype, torch.dtype) else X.dtype,
+        device=device if isinstance(device, torch.device) else X.device,
+    )
+    if isinstance(y, torch.Tensor) and isinstance(device, torch.device):
+        y = y.to(device)
+    return X, y
+
+
+def _int_arg(value: Any, name: str, low: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+    return value
+
+
+class _Channel:
+    """The ERICS tests of one step: entry 0 the global score, entries 1..J the partial ones.
+
+    Small per-step vectors, kept as float64 numpy arrays (cheaper per operation than tensors
+    for the O(K) bookkeeping; same IEEE arithmetic)."""
+
+    def __init__(self, size: int, n_pairs: int, W: int, reference: bool) -> None:
+        self.ring = np.zeros((n_pairs, size))  # |contributions| of the last pairs
+        self.pos = 0
+        self.sum = np.zeros(size)
+        n_ma = W if reference else W + 1
+        self.ma_hist: deque[np.ndarray] = deque(maxlen=n_ma)
+        self.alpha = np.full(size, np.nan)  # nan: not set
+        self.dt = np.zeros(size)
+        self.last_reported = np.full(size, -(2**62), dtype=np.int64)
+        self.ma = np.zeros(size)
+        self.d = np.zeros(size)
+        self.threshold = np.zeros(size)
+
+    def state_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            k: (torch.from_numpy(v.copy()) if isinstance(v, np.ndarray) else v)
+            for k, v in vars(self).items()
+            if k != "ma_hist"
+        }
+        out["ma_hist"] = [torch.from_numpy(m.copy()) for m in self.ma_hist]
+        return out
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        maxlen = self.ma_hist.maxlen
+        for k, v in state.items():
+            if k == "ma_hist":
+                self.ma_hist = deque((np.array(m.numpy()) for m in v), maxlen=maxlen)
+            elif isinstance(v, torch.Tensor):
+                setattr(self, k, np.array(v.numpy()))
+            else:
+                setattr(self, k, v)
+
+
+class ERICS:
+    """ERICS drift detector on a stream of parameter-distribution snapshots ``(mu, sigma)``.
+
+    Feed one snapshot per step with :meth:`update` (raw tensors, or nothing to read the head's
+    ``param_stats()`` / ``feature_stats()``), or let ERICS train its head with :meth:`learn` /
+    :meth:`on_batch`. After each update :attr:`drift_detected` tells whether the step raised a
+    (reported) global alert and :attr:`partial_detected` which features drifted.
+
+    Parameters
+    ----------
+    head
+        A parameter-distribution head (``learn``, ``param_stats()``, ``feature_stats()``);
+        ``None`` to feed raw snapshots. Its state at construction is the initial snapshot.
+    window_mvg_average
+        ``M``, the moving-average window (number of snapshot pairs; >= 1, >= 2 with
+        ``pairs="reference"``). Default 50.
+    window_drift_detect
+        ``W``, the detection window: ``D_t = MA_t - MA_{t-W}``. Default 50.
+    beta
+        Threshold decay rate in ``[0, 1)`` (1e-4 for sudden drift; larger is more sensitive).
+    pairs
+        ``"paper"``: ``M`` pairs in the moving average; ``"reference"``: ``M - 1`` pairs (the
+        authors' code). Default: ``"reference"`` with ``reference_compat``, else ``"paper"``.
+    clamp_alpha
+        Keep the threshold >= 0 (default: on, off with ``reference_compat``).
+    warm_up
+        Alerts at steps ``< warm_up`` are not reported.
+    refractory
+        After a reported alert, alerts in the next ``refractory`` steps are not reported (per
+        feature for partial alerts).
+    reference_compat
+        Reproduce the reference implementation exactly (module docstring).
+    partial
+        Also run the per-feature (partial) test.
+    mu_init, sigma_init
+        The initial snapshot without a head (numbers or tensors). Default ``(0, 1)``, the
+        standard-normal initialisation of the heads.
+    history
+        How many steps of the traces :attr:`ma_trace`, :attr:`drift_trace`,
+        :attr:`alpha_trace` to keep (``None``: all).
+
+    Attributes
+    ----------
+    alerts
+        Steps (0-based update counts) of the reported global alerts.
+    partial_alerts
+        ``(step, feature)`` pairs of the reported partial alerts.
+    ma, drift_statistic, alpha
+        ``MA_t``, ``D_t`` and the threshold ``alpha_t`` tested at the last step.
+    partial_ma, partial_drift_statistic, partial_alpha
+        The same per feature ``[J]``.
+
+    Examples
+    --------
+    Parameter 0 of five moves its mean from 0 to 1 at step 100 (``sigma = 1`` throughout):
+
+    >>> import torch
+    >>> erics = ERICS(window_mvg_average=50, window_drift_detect=50, refractory=50)
+    >>> mu = torch.zeros(5, dtype=torch.float64)
+    >>> for t in range(300):
+    ...     mu[0] = 1.0 if t >= 100 else 0.0
+    ...     _ = erics.update(mu, torch.ones(5, dtype=torch.float64))
+    >>> erics.alerts, erics.partial_alerts, round(erics.ma_trace[120], 4)
+    ([100], [(100, 0)], 0.01)
+
+    With a Probit head on a seeded stream whose labels flip at batch 150:
+
+    >>> from torchstream.models.distributional import ProbitHead
+    >>> g = torch.Generator().manual_seed(0)
+    >>> erics = ERICS(ProbitHead(4, epochs=10), warm_up=80, refractory=50)
+    >>> for t in range(250):
+    ...     X = torch.randn(100, 4, generator=g, dtype=torch.float64)
+    ...     y = (X[:, 0] + X[:, 1] > 0).long()
+    ...     _ = erics.learn(X, y if t < 150 else 1 - y)
+    >>> erics.alerts
+    [150]
+    """
+
+    name = "erics"
+
+    def __init__(
+        self,
+        head: Any = None,
+        *,
+        window_mvg_average: int = 50,
+        window_drift_detect: int = 50,
+        beta: float = 1e-4,
+        pairs: str | None = None,
+        clamp_alpha: bool | None = None,
+        warm_up: int = 0,
+        refractory: int = 0,
+        reference_compat: bool = False,
+        partial: bool = True,
+        mu_init: float | torch.Tensor = 0.0,
+        sigma_init: float | torch.Tensor = 1.0,
+        history: int | None = None,
+    ) -> None:
+        self.reference_compat = bool(reference_compat)
+        if pairs is None:
+            pairs = "reference" if self.reference_compat else "paper"
+        if pairs not in ("paper", "reference"):
+            raise ValueError(f"pairs must be 'paper' or 'reference', got {pairs!r}")
+        self.pairs = pairs
+        self.M = _int_arg(
+            window_mvg_average, "window_mvg_average", 2 if pairs == "reference" else 1
+        )
+        W = _int_arg(window_drift_detect, "window_drift_detect", 1)
+        self.W = max(W, 2) if self.reference_compat else W
+        if isinstance(beta, bool) or not isinstance(beta, (int, float)) or not 0.0 <= beta < 1.0:
+            raise ValueError(f"beta must be a number in [0, 1), got {beta!r}")
+        self.beta = float(beta)
+        self.clamp_alpha = (not self.reference_compat) if clamp_alpha is None else bool(clamp_alpha)
+        self.warm_up = _int_arg(warm_up, "warm_up", 0)
+        self.refractory = _int_arg(refractory, "refractory", 0)
+        self.partial = bool(partial)
+        if history is not None:
+            _int_arg(history, "history", 1)
+        self.history_size = history
+        self.head = head
+        self._init: tuple[Any, Any, Any, Any] = (mu_init, sigma_init, mu_init, sigma_init)
+        if head is not None:
+            for attr in ("learn", "param_stats") + (("feature_stats",) if self.partial else ()):
+                if not callable(getattr(head, attr, None)):
+                    raise TypeError(
+                        f"head must have learn(), param_stats() and feature_stats(); "
+                        f"{type(head).__name__} has no {attr}()"
+                    )
+            mu, sigma = head.param_stats()
+            fmu, fsig = head.feature_stats() if self.partial else (mu, sigma)
+            self._init = (mu, sigma, fmu, fsig)
+        self.n_params: int | None = None
+        self.n_features: int | None = None
+        self._prev: list[np.ndarray] | None = None  # mu, sigma, feature mu, feature sigma
+        self._ch: _Channel | None = None  # entry 0: the global test, 1..J: the partial tests
+        self.n_updates = 0
+        self.drift_detected = False
+        self.partial_detected = torch.zeros(0, dtype=torch.long)
+        self.alerts: list[int] = []
+        self.partial_alerts: list[tuple[int, int]] = []
+        self.ma_trace: deque[float] = deque(maxlen=history)
+        self.drift_trace: deque[float] = deque(maxlen=history)
+        self.alpha_trace: deque[float] = deque(maxlen=history)
+        self._trace_start = 0
+
+    # ------------------------------------------------------------------ input checks
+    @staticmethod
+    def _check(mu: Any, sigma: Any, names: tuple[str, str], size: int | None) -> list[np.ndarray]:
+        if not isinstance(mu, torch.Tensor) or not isinstance(sigma, torch.Tensor):
+            raise TypeError(f"{names[0]} and {names[1]} must be tensors")
+        if mu.ndim != 1:
+            raise ValueError(f"{names[0]} must be 1-dimensional, got shape {tuple(mu.shape)}")
+        if sigma.shape != mu.shape:
+            raise ValueError(
+                f"{names[1]} must have the shape of {names[0]} {tuple(mu.shape)}, got "
+                f"{tuple(sigma.shape)}"
+            )
+        if size is not None and mu.shape[0] != size:
+            raise ValueError(
+                f"snapshot shape changed: {names[0]} has {mu.shape[0]} entries, the earlier "
+                f"snapshots had {size}"
+            )
+        mu = np.array(mu.detach().to(device="cpu", dtype=_F64).numpy())  # copies
+        sigma = np.array(sigma.detach().to(device="cpu", dtype=_F64).numpy())
+        if np.isfinite(mu).all() and np.isfinite(sigma).all() and (sigma > 0).all():
+            return [mu, sigma]
+        for name, v in zip(names, (mu, sigma)):
+            bad = np.flatnonzero(~np.isfinite(v))
+            if bad.size:
+                raise ValueError(f"{name}[{bad[0]}] is not finite ({v[bad[0]]})")
+        k = int(np.flatnonzero(sigma <= 0)[0])
+        raise ValueError(
+            f"{names[1]}[{k}] = {sigma[k]}; ERICS needs sigma > 0 (it divides by sigma^2)"
+        )
+
+    def _start(self, K: int, J: int) -> None:
+        mu0, s0, fmu0, fs0 = self._init
+        prev: list[np.ndarray] = []
+        for m, s, n in ((mu0, s0, K), (fmu0, fs0, J)):
+            m = torch.as_tensor(m, dtype=_F64)
+            s = torch.as_tensor(s, dtype=_F64)
+            prev += self._check(
+                m.expand(n) if m.ndim == 0 else m,
+                s.expand(n) if s.ndim == 0 else s,
+                ("mu_init", "sigma_init"),
+                n,
+            )
+        self._prev = prev
+        self.n_params, self.n_features = K, J
+        n_pairs = self.M - 1 if self.pairs == "reference" else self.M
+        self._ch = _Channel(1 + J if self.partial else 1, n_pairs, self.W, self.reference_compat)
+
+    # ------------------------------------------------------------------ the test
+    def _step(self, ch: _Channel, contrib: np.ndarray, t: int) -> np.ndarray:
+        """One ERICS step on a channel; returns the boolean alert vector (before reporting)."""
+        # unset thresholds are nan and stay nan through the decay and the clamp
+        ch.alpha = ch.alpha - ch.alpha * self.beta * ch.dt
+        if self.clamp_alpha:
+            ch.alpha = np.maximum(ch.alpha, 0.0)
+        ch.dt = ch.dt + 1
+        old = ch.ring[ch.pos].copy()
+        ch.ring[ch.pos] = contrib
+        ch.pos = (ch.pos + 1) % ch.ring.shape[0]
+        if ch.pos == 0:  # re-sum once per window to keep rounding errors from accumulating
+            ch.sum = ch.ring.sum(0)
+        else:
+            ch.sum = ch.sum + contrib - old
+        ma = ch.sum / (2 * self.M)
+        ch.ma_hist.append(ma)
+        if self.reference_compat:
+            d = ma.copy() if len(ch.ma_hist) == 1 else ma - ch.ma_hist[0]
+        else:
+            d = ma - ch.ma_hist[0] if len(ch.ma_hist) == ch.ma_hist.maxlen else ma.copy()
+        ch.alpha = np.where(np.isnan(ch.alpha), np.abs(d), ch.alpha)
+        ch.ma, ch.d, ch.threshold = ma, d, ch.alpha
+        alert = d > ch.alpha
+        if self.reference_compat:
+            ch.alpha = np.where(alert, np.nan, ch.alpha)
+            ch.dt = np.where(alert, 0.0, ch.dt)
+        else:
+            ch.alpha = np.where(alert, d, ch.alpha)
+            ch.dt = np.where(alert, 1.0, ch.dt)
+        report = alert & (t - ch.last_reported > self.refractory)
+        if t < self.warm_up:
+            report = np.zeros_like(alert)
+        ch.last_reported = np.where(report, t, ch.last_reported)
+        return report
+
+    def update(
+        self,
+        mu: torch.Tensor | None = None,
+        sigma: torch.Tensor | None = None,
+        *,
+        feature_mu: torch.Tensor | None = None,
+        feature_sigma: torch.Tensor | None = None,
+    ) -> ERICS:
+        """Consume one snapshot.
+
+        ``mu``, ``sigma`` ``[K]``: the parameter distribution (global test). ``feature_mu``,
+        ``feature_sigma`` ``[J]``: the per-feature distribution for the partial test (default:
+        ``mu``, ``sigma``). With no arguments, read the head's ``param_stats()`` and
+        ``feature_stats()``.
+        """
+        if mu is None and sigma is None:
+            if self.head is None:
+                raise ValueError("update() without (mu, sigma) needs a head")
+            mu, sigma = self.head.param_stats()
+            if self.partial and feature_mu is None:
+                feature_mu, feature_sigma = self.head.feature_stats()
+        elif mu is None or sigma is None:
+            raise ValueError("pass both mu and sigma, or neither")
+        if (feature_mu is None) != (feature_sigma is None):
+            raise ValueError("pass both feature_mu and feature_sigma, or neither")
+        g = self._check(mu, sigma, ("mu", "sigma"), self.n_params)
+        if self.partial and feature_mu is not None:
+            f = self._check(
+                feature_mu, feature_sigma, ("feature_mu", "feature_sigma"), self.n_features
+            )
+        else:
+            f = g
+        if self._prev is None:
+            self._start(g[0].shape[0], f[0].shape[0])
+        assert self._prev is not None and self._ch is not None
+        t = self.n_updates
+        r = r_statistic(g[0], g[1], self._prev[0], self._prev[1])
+        contrib = np.abs(r.sum()).reshape(1)
+        if self.partial:
+            rp = r if f is g else r_statistic(f[0], f[1], self._prev[2], self._prev[3])
+            contrib = np.concatenate([contrib, np.abs(rp)])
+        report = self._step(self._ch, contrib, t)
+        self.drift_detected = bool(report[0])
+        if self.drift_detected:
+            self.alerts.append(t)
+        if self.partial:
+            hits = np.flatnonzero(report[1:])
+            self.partial_detected = torch.from_numpy(hits).long()
+            self.partial_alerts.extend((t, int(k)) for k in hits)
+        self._prev = g + f
+        if self.history_size is not None and len(self.ma_trace) == self.history_size:
+            self._trace_start += 1
+        self.ma_trace.append(self.ma)
+        self.drift_trace.append(self.drift_statistic)
+        self.alpha_trace.append(self.alpha)
+        self.n_updates += 1
+        return self
+
+    def learn(self, X: torch.Tensor, y: torch.Tensor | None = None) -> ERICS:
+        """The head learns one step from ``(X, y)``, then :meth:`update` from its state."""
+        if self.head is None:
+            raise RuntimeError("ERICS has no head: feed snapshots with update(mu, sigma)")
+        self.head.learn(*_to_head(self.head, X, y))
+        return self.update()
+
+    # ------------------------------------------------------------------ views
+    @property
+    def ma(self) -> float:
+        return float("nan") if self._ch is None else float(self._ch.ma[0])
+
+    @property
+    def drift_statistic(self) -> float:
+        return float("nan") if self._ch is None else float(self._ch.d[0])
+
+    @property
+    def alpha(self) -> float:
+        """The threshold tested at the last step."""
+        return float("nan") if self._ch is None else float(self._ch.threshold[0])
+
+    @property
+    def partial_ma(self) -> torch.Tensor | None:
+        return (
+            None
+            if self._ch is None or not self.partial
+            else torch.from_numpy(self._ch.ma[1:].copy())
+        )
+
+    @property
+    def partial_drift_statistic(self) -> torch.Tensor | None:
+        return (
+            None
+            if self._ch is None or not self.partial
+            else torch.from_numpy(self._ch.d[1:].copy())
+        )
+
+    @property
+    def partial_alpha(self) -> torch.Tensor | None:
+        return (
+            None
+            if self._ch is None or not self.partial
+            else torch.from_numpy(self._ch.threshold[1:].copy())
+        )
+
+    @property
+    def trace_steps(self) -> range:
+        """The steps of :attr:`ma_trace`, :attr:`drift_trace` and :attr:`alpha_trace`."""
+        return range(self._trace_start, self._trace_start + len(self.ma_trace))
+
+    # ------------------------------------------------------------------ plug-in
+    def on_batch(self, batch: Any) -> dict[str, float]:
+        """Runner hook: the head learns from the batch, then the ERICS update. Returns
+        ``erics/ma``, ``erics/drift_statistic``, ``erics/alpha``, ``erics/drift`` (1.0 on a
+        reported alert) and ``erics/partial_drifts`` (the number of features flagged)."""
+        self.learn(batch.X, batch.y)
+        out = {
+            "erics/ma": self.ma,
+            "erics/drift_statistic": self.drift_statistic,
+            "erics/alpha": self.alpha,
+            "erics/drift": 1.0 if self.drift_detected else 0.0,
+        }
+        if self.partial:
+            out["erics/partial_drifts"] = float(self.partial_detected.numel())
+        return out
+
+    def figures(self) -> dict[str, Figure]:
+        """``{"erics/ma": the MA / D / alpha traces with the alerts}``."""
+        from torchstream.sinks.selection_plots import plot_erics
+
+        if self.n_updates == 0:
+            return {}
+        return {"erics/ma": plot_erics(self)}
+
+    # ------------------------------------------------------------------ state
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to resume exactly, including the head's state."""
+        return {
+            "n_params": self.n_params,
+            "n_features": self.n_features,
+            "prev": None
+            if self._prev is None
+            else [torch.from_numpy(p.copy()) for p in self._prev],
+            "partial": self.partial,
+            "channel": None if self._ch is None else self._ch.state_dict(),
+            "n_updates": self.n_updates,
+            "drift_detected": self.drift_detected,
+            "partial_detected": self.partial_detected.clone(),
+            "alerts": list(self.alerts),
+            "partial_alerts": list(self.partial_alerts),
+            "traces": (list(self.ma_trace), list(self.drift_trace), list(self.alpha_trace)),
+            "trace_start": self._trace_start,
+            "head": None if self.head is None else self.head.state_dict(),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        if (state["head"] is None) != (self.head is None):
+            raise ValueError("state and this ERICS differ in having a head")
+        if bool(state["partial"]) != self.partial:
+            raise ValueError("state and this ERICS differ in the partial setting")
+        if self.head is not None:
+            self.head.load_state_dict(state["head"])
+        self.n_params, self.n_features = state["n_params"], state["n_features"]
+        if state["channel"] is None:
+            self._prev, self._ch = None, None
+        else:
+            self._start(int(state["n_params"]), int(state["n_features"]))
+            assert self._ch is not None
+            self._prev = [np.array(p.numpy()) for p in state["prev"]]
+            self._ch.load_state_dict(state["channel"])
+        self.n_updates = int(state["n_updates"])
+        self.drift_detected = bool(state["drift_detected"])
+        self.partial_detected = state["partial_detected"].clone()
+        self.alerts = [int(t) for t in state["alerts"]]
+        self.partial_alerts = [(int(t), int(k)) for t, k in state["partial_alerts"]]
+        ma, d, a = state["traces"]
+        self.ma_trace = deque(ma, maxlen=self.history_size)
+        self.drift_trace = deque(d, maxlen=self.history_size)
+        self.alpha_trace = deque(a, maxlen=self.history_size)
+        self._trace_start = int(state["trace_start"])
+
+    def __repr__(self) -> str:
+        head = "None" if self.head is None else type(self.head).__name__
+        return (
+            f"ERICS(head={head}, window_mvg_average={self.M}, window_drift_detect={self.W}, "
+            f"beta={self.beta}, alerts={len(self.alerts)})"
+        )

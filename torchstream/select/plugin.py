@@ -1,0 +1,173 @@
+"""FIRES as a plug-in of the prequential runner: online feature selection in front of a learner.
+
+At step ``t`` the learner sees the batch with the features *not* selected at ``t - 1`` replaced
+by a baseline value (the columns are kept, so the learner's input width never changes, as in
+FIRES's reference pipeline). Then FIRES learns from the *raw* batch and the new selection
+applies from step ``t + 1`` on. This is the strict test-then-train order: the labels of a
+batch never influence which features the learner sees for that batch.
+
+References
+----------
+[^1]: Haug, J., Pawelczyk, M., Broelemann, K. and Kasneci, G. (2020). Leveraging model
+    inherent variable importance for stable online feature selection. KDD 2020, 1478-1502.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from torchstream.drift.erics import _to_head
+from torchstream.select.fires import FIRES
+from torchstream.select.stability import StabilityTracker
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+__all__ = ["FIRESSelector"]
+
+
+class FIRESSelector:
+    """Runner plug-in: mask the unselected features, learn FIRES, log weights and stability.
+
+    Hooks (see :mod:`torchstream.evaluate.plugins`):
+
+    * ``transform(X, step)``: keeps the raw ``X`` and returns a copy whose unselected columns
+      hold ``baseline``. Before FIRES's first update nothing is known, so nothing is masked.
+    * ``on_batch(batch)``: ``fires.learn(raw X, y)``, then the stability of the last
+      ``stability_window`` selections; returns ``{"fires/<feature>": weight, ...,
+      "fires/stability": FSS}`` (FSS is ``nan`` until the window is full).
+    * ``figures()``: weights over time and the selection heat map.
+
+    Parameters
+    ----------
+    fires
+        A :class:`~torchstream.select.fires.FIRES` with a head.
+    baseline
+        The value given to unselected features: a number, or a tensor ``[d]`` (one value per
+        feature). The default 0 is the mean of standardised inputs; for inputs scaled to
+        [0, 1] a per-feature running mean may be a better choice.
+    stability_window
+        Number of recent selections compared by the stability measure (10 in the paper).
+    log_weights
+        Return one scalar per feature (``False``: only the stability).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from torchstream.models.distributional import ProbitHead
+    >>> sel = FIRESSelector(FIRES(ProbitHead(3), n_selected=1))
+    >>> X = torch.tensor([[1.0, 2.0, 3.0], [-1.0, 0.5, 1.0]], dtype=torch.float64)
+    >>> sel.transform(X, 0).tolist()  # nothing learnt yet: unmasked
+    [[1.0, 2.0, 3.0], [-1.0, 0.5, 1.0]]
+    >>> _ = sel.learn(X, torch.tensor([1, 0]))
+    >>> sel.fires.selected.tolist(), sel.transform(X, 1).tolist()
+    ([0], [[1.0, 0.0, 0.0], [-1.0, 0.0, 0.0]])
+    """
+
+    name = "fires"
+
+    def __init__(
+        self,
+        fires: FIRES,
+        *,
+        baseline: float | torch.Tensor = 0.0,
+        stability_window: int = 10,
+        log_weights: bool = True,
+    ) -> None:
+        if not isinstance(fires, FIRES):
+            raise TypeError(f"fires must be a FIRES, got {type(fires).__name__}")
+        if fires.head is None:
+            raise ValueError("fires needs a head to learn from the batches")
+        d = fires.n_features
+        assert d is not None  # set from the head
+        if isinstance(baseline, torch.Tensor):
+            if baseline.shape not in ((), (d,)):
+                raise ValueError(
+                    f"baseline must be a number or a tensor [{d}], got shape "
+                    f"{tuple(baseline.shape)}"
+                )
+            if not torch.isfinite(baseline).all():
+                raise ValueError("baseline must be finite")
+            self.baseline: float | torch.Tensor = baseline.detach().clone()
+        elif isinstance(baseline, (int, float)) and not isinstance(baseline, bool):
+            if not math.isfinite(baseline):
+                raise ValueError(f"baseline must be finite, got {baseline!r}")
+            self.baseline = float(baseline)
+        else:
+            raise TypeError(f"baseline must be a number or a tensor, got {baseline!r}")
+        self.fires = fires
+        self.stability = StabilityTracker(d, window=stability_window)
+        self.log_weights = bool(log_weights)
+        self._raw: tuple[int, torch.Tensor] | None = None
+
+    def mask_features(self, X: torch.Tensor) -> torch.Tensor:
+        """``X`` with the unselected columns set to the baseline (a new tensor)."""
+        d = self.fires.n_features
+        if X.ndim != 2 or X.shape[1] != d:
+            raise ValueError(f"X must have shape [B, {d}], got {tuple(X.shape)}")
+        mask = self.fires.mask
+        if mask is None:
+            return X.clone()
+        keep = mask.to(X.device)
+        if isinstance(self.baseline, torch.Tensor):
+            fill = self.baseline.to(device=X.device, dtype=X.dtype).expand(X.shape[1])
+        else:
+            fill = torch.full((X.shape[1],), self.baseline, dtype=X.dtype, device=X.device)
+        return torch.where(keep, X, fill)
+
+    def transform(self, X: torch.Tensor, step: int) -> torch.Tensor:
+        """Runner hook: keep the raw ``X`` of ``step`` for :meth:`on_batch`, return it masked."""
+        self._raw = (int(step), X)
+        return self.mask_features(X)
+
+    def learn(self, X: torch.Tensor, y: torch.Tensor | None) -> dict[str, float]:
+        """FIRES learns from the raw batch; then the stability update. Returns the scalars."""
+        self.fires.learn(*_to_head(self.fires.head, X, y))
+        assert self.fires.mask is not None
+        fss = self.stability.update(self.fires.mask.cpu())
+        out: dict[str, float] = {}
+        if self.log_weights:
+            for name, w in self.fires.as_dict().items():
+                out[f"fires/{name}"] = w
+        out["fires/stability"] = fss
+        return out
+
+    def on_batch(self, batch: Any) -> Mapping[str, float]:
+        """Runner hook: learn from the raw X kept by :meth:`transform` for this step (or from
+        ``batch.X`` if ``transform`` was not called for it, e.g. in a user's own loop)."""
+        if self._raw is not None and self._raw[0] == int(batch.step):
+            X = self._raw[1]
+        else:
+            X = batch.X
+        self._raw = None
+        return self.learn(X, batch.y)
+
+    def figures(self) -> dict[str, Figure]:
+        """``{"fires/weights": ..., "fires/selection": ...}`` (standalone Agg figures)."""
+        from torchstream.sinks.selection_plots import (
+            plot_fires_weights,
+            plot_selection_heatmap,
+        )
+
+        if self.fires.n_updates == 0:
+            return {}
+        history = self.fires.history
+        return {
+            "fires/weights": plot_fires_weights(history),
+            "fires/selection": plot_selection_heatmap(history),
+        }
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"fires": self.fires.state_dict(), "stability": self.stability.state_dict()}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.fires.load_state_dict(state["fires"])
+        self.stability.load_state_dict(state["stability"])
+        self._raw = None
+
+    def __repr__(self) -> str:
+        return f"FIRESSelector({self.fires!r}, baseline={self.baseline!r})"
