@@ -468,8 +468,8 @@ def main(argv: list[str] | None = None) -> int:
     big = args.big
     if device.type == "cuda":
         if not torch.cuda.is_available():
-            print("--device cuda: CUDA is not available; running on the CPU without the "
-                  "d=100 settings")
+            print("--device cuda: CUDA is not available; skipping the CUDA configuration "
+                  "(MLP100: d=100, K=10, B=256) and running the CPU settings only")
             device = torch.device("cpu")
         else:
             big = True

@@ -20,8 +20,10 @@ from collections.abc import Callable
 import torch
 
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+#: ``(y_pred [*lead] or [*lead, k], y_true broadcastable to lead, classes, dtype) -> [*lead]``.
+BroadcastLossFn = Callable[[torch.Tensor, torch.Tensor, bool, torch.dtype], torch.Tensor]
 
-__all__ = ["LOSSES", "LossFn", "get_loss"]
+__all__ = ["BROADCAST_LOSSES", "LOSSES", "BroadcastLossFn", "LossFn", "get_loss"]
 
 _EPS = 1e-12
 
@@ -46,7 +48,9 @@ def zero_one(y_pred: torch.Tensor, y_true: torch.Tensor) -> torch.Tensor:
     return (y_pred.round() != y_true.to(y_pred.dtype)).to(y_pred.dtype)
 
 
-def _regression_view(y_pred: torch.Tensor, y_true: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def _regression_view(
+    y_pred: torch.Tensor, y_true: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     if y_pred.dim() == 2 and y_pred.shape[1] > 1:  # probabilities: compare with one-hot labels
         onehot = torch.zeros_like(y_pred).scatter_(1, y_true.long().view(-1, 1), 1.0)
         return y_pred, onehot
@@ -75,6 +79,67 @@ LOSSES: dict[str, LossFn] = {
     "squared": mse,
     "absolute": absolute,
     "mae": absolute,
+}
+
+
+# ------------------------------------------------------------------ broadcasting forms
+# The same losses for the explainers' hot paths: ``y_pred`` holds many model outputs per label
+# (``[R, B]`` / ``[B, R]`` values or ``[R, B, k]`` probabilities) and ``y_true`` broadcasts
+# against its leading dimensions, so the labels are never repeated. ``classes`` says whether
+# the last dimension of ``y_pred`` is the class dimension; the result is computed in ``dtype``
+# and equals the per-row loss of ``y_pred.to(dtype)`` against the repeated labels value by value.
+
+
+def _class_index(y_pred: torch.Tensor, y_true: torch.Tensor) -> torch.Tensor:
+    lead = y_pred.shape[:-1]
+    return y_true.long().unsqueeze(-1).expand(*lead, 1)
+
+
+def _onehot(y_pred: torch.Tensor, y_true: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    out = torch.zeros(y_pred.shape, dtype=dtype, device=y_pred.device)
+    return out.scatter_(-1, _class_index(y_pred, y_true), 1.0)
+
+
+def _mse_b(y_pred: torch.Tensor, y_true: torch.Tensor, classes: bool, dtype: torch.dtype):
+    if classes and y_pred.shape[-1] > 1:
+        return (y_pred.to(dtype) - _onehot(y_pred, y_true, dtype)).square_().sum(-1)
+    if classes:
+        y_pred = y_pred.squeeze(-1)
+    return torch.sub(y_pred, y_true.to(dtype)).square_()
+
+
+def _absolute_b(y_pred: torch.Tensor, y_true: torch.Tensor, classes: bool, dtype: torch.dtype):
+    if classes and y_pred.shape[-1] > 1:
+        return (y_pred.to(dtype) - _onehot(y_pred, y_true, dtype)).abs_().sum(-1)
+    if classes:
+        y_pred = y_pred.squeeze(-1)
+    return torch.sub(y_pred, y_true.to(dtype)).abs_()
+
+
+def _cross_entropy_b(y_pred: torch.Tensor, y_true: torch.Tensor, classes: bool, dtype: torch.dtype):
+    if classes:
+        p = y_pred.gather(-1, _class_index(y_pred, y_true)).squeeze(-1).to(dtype)
+    else:
+        p = y_pred.to(dtype)
+        p = torch.where(y_true.long() == 1, p, 1.0 - p)
+    return p.clamp_min_(_EPS).log_().neg_()
+
+
+def _zero_one_b(y_pred: torch.Tensor, y_true: torch.Tensor, classes: bool, dtype: torch.dtype):
+    if classes:
+        return (y_pred.argmax(-1) != y_true.long()).to(dtype)
+    return (y_pred.to(dtype).round() != y_true.to(dtype)).to(dtype)
+
+
+#: The named losses in broadcasting form (see above).
+BROADCAST_LOSSES: dict[str, BroadcastLossFn] = {
+    "cross_entropy": _cross_entropy_b,
+    "log_loss": _cross_entropy_b,
+    "zero_one": _zero_one_b,
+    "mse": _mse_b,
+    "squared": _mse_b,
+    "absolute": _absolute_b,
+    "mae": _absolute_b,
 }
 
 

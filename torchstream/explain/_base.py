@@ -12,6 +12,7 @@ state through ``_extra_state`` / ``_load_extra_state``.
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Mapping
 from typing import Any
@@ -19,7 +20,7 @@ from typing import Any
 import torch
 
 from torchstream.explain.smoothing import ExponentialSmoother, check_alpha
-from torchstream.losses import LOSSES, LossFn, get_loss
+from torchstream.losses import BROADCAST_LOSSES, LOSSES, BroadcastLossFn, LossFn, get_loss
 from torchstream.typing import ModelFn
 
 __all__ = ["LossExplainer", "ema_prefix", "feature_names_for", "make_storage"]
@@ -59,9 +60,7 @@ def feature_names_for(feature_names: Any, n_features: int) -> list[str]:
         msg = f"feature_names must be a sequence of names, got {feature_names!r}"
         raise ValueError(msg) from None
     if len(names) != n_features:
-        raise ValueError(
-            f"feature_names has {len(names)} names but n_features is {n_features}"
-        )
+        raise ValueError(f"feature_names has {len(names)} names but n_features is {n_features}")
     if len(set(names)) != len(names):
         dup = sorted({n for n in names if names.count(n) > 1})
         raise ValueError(f"feature_names must be unique, duplicated: {dup}")
@@ -91,12 +90,35 @@ def make_storage(storage: Any, size: int, n_features: int, seed: int) -> Any:
     return storage
 
 
+_EMA_WEIGHTS: dict[tuple[Any, ...], tuple[torch.Tensor, torch.Tensor]] = {}
+
+
+def _ema_weights(
+    n: int, alpha: float, dtype: torch.dtype, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``w [n, n]`` (``w[i, j] = alpha (1 - alpha)^(i - j)`` for ``j <= i``) and the decay
+    ``(1 - alpha)^(i + 1)`` as ``[n, 1]``; cached per ``(n, alpha, dtype, device)``."""
+    key = (n, alpha, dtype, device)
+    hit = _EMA_WEIGHTS.get(key)
+    if hit is None:
+        i = torch.arange(n, device=device)
+        age = (i.view(-1, 1) - i.view(1, -1)).to(dtype)
+        keep = age >= 0
+        w = torch.where(keep, alpha * (1.0 - alpha) ** age.clamp_min(0), torch.zeros_like(age))
+        decay = ((1.0 - alpha) ** (i + 1).to(dtype)).view(-1, 1)
+        if len(_EMA_WEIGHTS) >= 16:
+            _EMA_WEIGHTS.clear()
+        hit = _EMA_WEIGHTS[key] = (w, decay)
+    return hit
+
+
 def ema_prefix(
     values: torch.Tensor, prev: torch.Tensor, alpha: float, block: int = 128
 ) -> torch.Tensor:
     """The EMA ``v_b = (1 - alpha) v_{b-1} + alpha u_b`` after each of the rows ``u_b`` of
     ``values [B, *k]``, starting from ``v_{-1} = prev [*k]``; in closed form per block of rows
-    (a ``[block, block]`` lower-triangular weight matrix), so no Python loop over rows."""
+    (a ``[block, block]`` lower-triangular weight matrix, cached), so no Python loop over
+    rows."""
     b = values.shape[0]
     if b == 1:  # one row: a single interpolation
         return torch.lerp(prev.to(values.dtype), values[0], alpha).unsqueeze(0)
@@ -104,17 +126,12 @@ def ema_prefix(
     state = prev.reshape(1, -1).to(flat.dtype)
     out = []
     for start in range(0, b, block):
-        v = flat[start:start + block]
-        n = v.shape[0]
-        i = torch.arange(n, device=v.device)
-        age = (i.view(-1, 1) - i.view(1, -1)).to(v.dtype)
-        keep = age >= 0
-        w = torch.where(keep, alpha * (1.0 - alpha) ** age.clamp_min(0), torch.zeros_like(age))
-        decay = ((1.0 - alpha) ** (i + 1).to(v.dtype)).view(-1, 1)
+        v = flat[start : start + block]
+        w, decay = _ema_weights(v.shape[0], alpha, v.dtype, v.device)
         chunk = w @ v + decay * state
         out.append(chunk)
         state = chunk[-1:]
-    return torch.cat(out).reshape(values.shape)
+    return (out[0] if len(out) == 1 else torch.cat(out)).reshape(values.shape)
 
 
 def _acc_dtype(device: torch.device) -> torch.dtype:
@@ -185,6 +202,14 @@ class LossExplainer:
         self.smoother = ExponentialSmoother(self.alpha, self.n_features, init=init)
         self.n_batches = 0  # explain() calls so far (the step named in error messages)
         self._checked = False
+        #: Whether the storage was built here (then it follows X's device and dtype).
+        self._own_storage = isinstance(storage, str)
+        self._batch_sig: tuple[Any, ...] | None = None  # last (X, y) signature that passed
+        self._placed: tuple[Any, ...] | None = None  # (device, dtype) the state was moved to
+        named = self.loss_name
+        self._broadcast_loss: BroadcastLossFn | None = (
+            None if named is None else BROADCAST_LOSSES[named]
+        )
 
     # ------------------------------------------------------------------ results
     @property
@@ -228,6 +253,7 @@ class LossExplainer:
 
     def _explain(self, X: torch.Tensor, y: torch.Tensor, model_fn: ModelFn) -> torch.Tensor:
         X, y = self._check_batch(X, y)
+        self._place(X)
         if self._storage_size() > 0:
             contributions = self._contributions(X, y, model_fn)
             self.smoother.update(contributions)
@@ -243,6 +269,9 @@ class LossExplainer:
             raise TypeError(
                 f"X and y must be tensors, got {type(X).__name__} and {type(y).__name__}"
             )
+        sig = (X.shape, X.dtype, X.device, y.shape)
+        if sig == self._batch_sig:  # validated once per shape / dtype / device
+            return X, y
         if X.dim() != 2 or X.shape[1] != self.n_features:
             raise ValueError(
                 f"X must have shape [B, n_features={self.n_features}], got {list(X.shape)}"
@@ -252,8 +281,25 @@ class LossExplainer:
         if y.dim() != 1 or y.shape[0] != X.shape[0]:
             raise ValueError(f"y must have shape [B={X.shape[0]}], got {list(y.shape)}")
         if not X.is_floating_point():
-            X = X.to(torch.get_default_dtype())
+            return X.to(torch.get_default_dtype()), y
+        self._batch_sig = sig
         return X, y
+
+    def _place(self, X: torch.Tensor) -> None:
+        """Keep the state where the batches are: the smoother on ``X``'s device, a storage
+        built here on ``X``'s device and dtype (widened, never narrowed, once it holds rows, so
+        stored values stay exact)."""
+        where = (X.device, X.dtype)
+        if where == self._placed:
+            return
+        if self.smoother.device != X.device:
+            self.smoother.to(X.device)
+        storage = self.storage
+        if self._own_storage and callable(getattr(storage, "to", None)):
+            dtype = X.dtype if len(storage) == 0 else torch.promote_types(storage.dtype, X.dtype)
+            if storage.device != X.device or storage.dtype != dtype:
+                storage.to(X.device, dtype)
+        self._placed = where
 
     def _storage_size(self) -> int:
         size = getattr(self.storage, "__len__", None)
@@ -275,31 +321,51 @@ class LossExplainer:
         ``torch.no_grad()``, as a float64 tensor ``[n]`` or ``[n, k]``. The first ``len(y)`` rows
         of ``Z`` must be the batch itself: on the first call their outputs are checked against
         the loss."""
+        out = self._forward(model_fn, Z)
+        self._check_output(out, y)
+        return out.to(_acc_dtype(out.device))
+
+    def _forward(self, model_fn: ModelFn, Z: torch.Tensor) -> torch.Tensor:
+        """The raw output ``[n]`` or ``[n, k]`` of ``model_fn`` on the rows of ``Z`` (in chunks
+        of ``chunk_size`` rows when set), under ``torch.no_grad()``, shape-checked."""
         n = Z.shape[0]
         step = self.n_batches
-        chunk = self.chunk_size or n
-        outs = []
-        with torch.no_grad():
+        chunk = self.chunk_size
+        grad = torch.is_grad_enabled()
+        if grad:
+            torch.set_grad_enabled(False)
+        try:
+            if chunk is None or chunk >= n:
+                return self._check_shape(model_fn(Z), n, step)
+            outs = []
             for start in range(0, n, chunk):
-                part = Z[start:start + chunk]
-                out = model_fn(part)
-                outs.append(self._check_shape(out, part.shape[0], step))
+                part = Z[start : start + chunk]
+                outs.append(self._check_shape(model_fn(part), part.shape[0], step))
+        finally:
+            if grad:
+                torch.set_grad_enabled(True)
         if len({tuple(o.shape[1:]) for o in outs}) > 1:
             raise ValueError(
                 f"model_fn returned outputs of different widths across chunks at step {step}: "
                 f"{sorted({tuple(o.shape[1:]) for o in outs})}"
             )
-        out = outs[0] if len(outs) == 1 else torch.cat(outs)
-        out = out.to(_acc_dtype(out.device))
-        if bool(torch.isnan(out).any()):
-            raise ValueError(
-                f"model_fn returned NaN at step {step} (explain call {step}, "
-                f"{int(torch.isnan(out).reshape(n, -1).any(1).sum())} of {n} rows)"
-            )
+        return outs[0] if len(outs) == 1 else torch.cat(outs)
+
+    def _check_output(self, out: torch.Tensor, y: torch.Tensor) -> None:
+        """NaN check of the raw outputs (one reduction: a NaN makes the sum NaN; only then are
+        the rows counted) and, on the first call, the check that the outputs of the batch's own
+        rows (the first ``len(y)`` rows) fit the loss."""
+        if out.is_floating_point() and math.isnan(float(out.sum())):
+            bad = torch.isnan(out).reshape(out.shape[0], -1).any(1)
+            if bool(bad.any()):
+                step, n = self.n_batches, out.shape[0]
+                raise ValueError(
+                    f"model_fn returned NaN at step {step} (explain call {step}, "
+                    f"{int(bad.sum())} of {n} rows)"
+                )
         if not self._checked:
-            self._check_loss_fit(out[: y.shape[0]], y)
+            self._check_loss_fit(out[: y.shape[0]].to(_acc_dtype(out.device)), y)
             self._checked = True
-        return out
 
     @staticmethod
     def _check_shape(out: Any, n: int, step: int) -> torch.Tensor:
@@ -364,8 +430,21 @@ class LossExplainer:
         """Per-row losses of ``out [B * repeats, ...]`` (row-major in the batch) against ``y``,
         as ``[B, repeats]``."""
         b = y.shape[0]
-        yy = y.repeat_interleave(repeats) if repeats > 1 else y
-        return self.loss_fn(out, yy).to(out.dtype).reshape(b, repeats)
+        return self._group_loss(out.reshape(b, repeats, *out.shape[1:]), y.view(b, 1), out.dtype)
+
+    def _group_loss(
+        self, out: torch.Tensor, y: torch.Tensor, dtype: torch.dtype, lead: int = 2
+    ) -> torch.Tensor:
+        """Losses ``[*L]`` of the outputs ``out [*L]`` or ``[*L, k]`` (``L`` its first ``lead``
+        dimensions) against labels ``y`` that broadcast against ``L`` (a named loss never
+        repeats them), in ``dtype``."""
+        shape = out.shape[:lead]
+        classes = out.dim() > lead
+        if self._broadcast_loss is not None:
+            return self._broadcast_loss(out, y, classes, dtype)
+        flat = out.to(dtype).reshape(-1, *out.shape[lead:])
+        yy = y.expand(shape).reshape(-1)
+        return self.loss_fn(flat, yy).to(dtype).reshape(shape)
 
     # ------------------------------------------------------------------ plug-in
     def on_batch(self, batch: Any) -> dict[str, float]:

@@ -23,7 +23,8 @@ from typing import Any, Literal
 
 import torch
 
-from torchstream.explain._base import LossExplainer
+from torchstream.explain._base import LossExplainer, _acc_dtype
+from torchstream.explain.storage._common import _Reservoir
 from torchstream.losses import LossFn
 from torchstream.typing import ModelFn
 
@@ -136,20 +137,82 @@ class IncrementalPFI(LossExplainer):
         seed: int | None = None,
     ) -> None:
         super().__init__(
-            model_fn, loss, n_features, alpha=alpha, storage=storage, storage_size=storage_size,
-            n_samples=n_samples, feature_names=feature_names, init=init, chunk_size=chunk_size,
+            model_fn,
+            loss,
+            n_features,
+            alpha=alpha,
+            storage=storage,
+            storage_size=storage_size,
+            n_samples=n_samples,
+            feature_names=feature_names,
+            init=init,
+            chunk_size=chunk_size,
             seed=seed,
         )
+        self._plan_key: tuple[Any, ...] | None = None
+        self._plan_cache: tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 
     def _contributions(self, X: torch.Tensor, y: torch.Tensor, model_fn: ModelFn) -> torch.Tensor:
         """``lambda [B, d]``: mean over ``K`` draws of ``l(f(x_b with x_j replaced), y_b)``
-        minus ``l(f(x_b), y_b)``. Draws are taken row-major in ``(b, j, k)``."""
+        minus ``l(f(x_b), y_b)``. Draws are taken row-major in ``(b, j, k)``.
+
+        The model input is a reused buffer ``[1 + d K, B, d]`` (group-major: the batch itself,
+        then one copy of it per ``(j, k)``): every copy is filled from ``X`` in one broadcast
+        copy, and only the ``B d K`` replaced values are gathered from the storage and written
+        at their precomputed positions."""
         b, d = X.shape
         k = self.n_samples
-        draws = self._sample_rows(b * d * k, X).view(b, d, k, d)
-        own = torch.eye(d, dtype=torch.bool, device=X.device).view(1, d, 1, d)
-        modified = torch.where(own, draws, X.view(b, 1, 1, d))
-        out = self._evaluate(model_fn, torch.cat([X, modified.reshape(b * d * k, d)]), y)
-        base = self._loss(out[:b], y, 1).view(b, 1, 1)
-        replaced = self._loss(out[b:], y, d * k).view(b, d, k)
-        return (replaced - base).mean(2)  # mean of differences: exactly 0 for a null feature
+        groups = 1 + d * k
+        buf, pos, feat = self._plan(b, X)
+        buf.copy_(X)  # [b, d] broadcast into every group
+        flat = buf.view(-1)
+        flat.index_copy_(0, pos, self._replacements(b * d * k, feat, X))
+        out = self._forward(model_fn, buf.view(groups * b, d))
+        self._check_output(out, y)
+        losses = self._group_loss(
+            out.view(groups, b, *out.shape[1:]), y, _acc_dtype(out.device)
+        )  # [1 + d K, B]
+        diff = (losses[1:] - losses[0]).view(d, k, b)
+        lam = diff[:, 0] if k == 1 else diff.mean(1)  # mean of differences: 0 for a null feature
+        return lam.t()
+
+    def _plan(self, b: int, X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Cached per ``(B, dtype, device)``: the input buffer ``[1 + d K, B, d]``, the flat
+        positions in it of the ``B d K`` replaced values (in draw order ``(b, j, k)``) and the
+        feature index of each draw."""
+        key = (b, X.dtype, X.device)
+        if self._plan_key != key:
+            d, k = self.n_features, self.n_samples
+            bi = torch.arange(b).view(b, 1, 1)
+            j = torch.arange(d).view(1, d, 1)
+            kk = torch.arange(k).view(1, 1, k)
+            pos = ((1 + j * k + kk) * b + bi) * d + j  # group 1 + j k + kk, row bi, column j
+            feat = j.expand(b, d, k)
+            self._plan_cache = (
+                torch.empty(1 + d * k, b, d, dtype=X.dtype, device=X.device),
+                pos.reshape(-1).to(X.device),
+                feat.reshape(-1).to(X.device),
+            )
+            self._plan_key = key
+        return self._plan_cache
+
+    def _replacements(self, n: int, feat: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
+        """The ``n`` replacement values ``[n]``: draw ``t`` takes feature ``feat[t]`` of a stored
+        row. A reservoir is asked for slot indices only (the same random numbers as
+        ``sample(n)``) and only the needed values are gathered; another storage gives ``n``
+        full rows."""
+        storage = self.storage
+        data = getattr(storage, "_data", None) if isinstance(storage, _Reservoir) else None
+        if data is not None:
+            idx = storage.sample_indices(n)
+            if feat.device != data.device:
+                feat = feat.to(data.device)
+            values = data.view(-1).take(torch.add(feat, idx, alpha=self.n_features))
+        else:
+            rows = self._sample_rows(n, X)
+            values = rows.view(-1).take(
+                torch.add(feat, torch.arange(n, device=X.device), alpha=self.n_features)
+            )
+        if values.dtype != X.dtype or values.device != X.device:
+            values = values.to(device=X.device, dtype=X.dtype)
+        return values

@@ -31,6 +31,7 @@ import math
 from collections.abc import Mapping
 from typing import Any, Literal
 
+import numpy as np
 import torch
 
 __all__ = ["ExponentialSmoother", "alpha_for_window", "check_alpha"]
@@ -83,20 +84,46 @@ class ExponentialSmoother:
         self.raw = torch.zeros(self.shape, dtype=dtype, device=device)
         self.sq_dev = torch.zeros(self.shape, dtype=dtype, device=device)
         self.n = 0
+        self._plans: dict[tuple[Any, ...], tuple[Any, ...]] = {}
 
     @property
     def device(self) -> torch.device:
         return self.raw.device
 
     def _weights(self, b: int) -> torch.Tensor:
-        """``alpha (1 - alpha)^(b - i)`` for i = 1..b, and the decay ``(1 - alpha)^b``."""
-        k = torch.arange(b - 1, -1, -1, dtype=self.raw.dtype, device=self.raw.device)
-        return self.alpha * (1.0 - self.alpha) ** k
+        """``alpha (1 - alpha)^(b - i)`` for i = 1..b."""
+        return self._plan(b)[2].reshape(b)
+
+    def _plan(self, b: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, float, Any]:
+        """Cached per batch length ``b`` (and dtype / device): the strictly lower-triangular
+        prefix matrix ``M [b, b]`` (``M[i, j] = alpha r^(i - 1 - j)`` for ``j < i``, so that
+        the raw EMA before value ``i`` is ``r^i raw + (M @ values)[i]``), ``r^i [b, 1]``, the
+        weights ``alpha r^(b - 1 - i)`` as ``[1, b]``, the decay ``r^b`` and ``r^i`` on the host
+        (``r = 1 - alpha``)."""
+        key = (b, self.raw.dtype, self.raw.device)
+        plan = self._plans.get(key)
+        if plan is None:
+            r = 1.0 - self.alpha
+            i = np.arange(b, dtype=np.float64)
+            ri_host = r**i
+            age = i.reshape(-1, 1) - i.reshape(1, -1) - 1.0
+            m = np.where(age >= 0, self.alpha * r ** np.maximum(age, 0.0), 0.0)
+            as_t = lambda a: torch.from_numpy(np.ascontiguousarray(a)).to(
+                device=self.raw.device, dtype=self.raw.dtype
+            )
+            w = self.alpha * r ** (b - 1 - i)
+            plan = (as_t(m), as_t(ri_host.reshape(-1, 1)), as_t(w.reshape(1, -1)), r**b, ri_host)
+            if len(self._plans) >= 8:
+                self._plans.clear()
+            self._plans[key] = plan
+        return plan
 
     def update(self, values: torch.Tensor) -> None:
         """Fold ``values`` ``[B, *shape]`` (in time order) into the average."""
-        values = values.to(device=self.raw.device, dtype=self.raw.dtype)
-        if tuple(values.shape[1:]) != self.shape:
+        raw = self.raw
+        if values.dtype != raw.dtype or values.device != raw.device:
+            values = values.to(device=raw.device, dtype=raw.dtype)
+        if values.shape[1:] != self.shape:
             raise ValueError(
                 f"values must have shape [B, {', '.join(map(str, self.shape))}], got "
                 f"{list(values.shape)}"
@@ -112,52 +139,40 @@ class ExponentialSmoother:
             b -= 1
             if b == 0:
                 return
+            raw = self.raw
         if b == 1:  # the per-row path: a few kernels (out of place: callers may hold `raw`)
-            u = values[0]
+            u = values.view(self.shape)
             r = 1.0 - self.alpha
             if self.n:
-                dev = (u - self.debiased) ** 2
-                self.sq_dev = torch.add(self.sq_dev * r, dev, alpha=self.alpha)
-            self.raw = torch.add(self.raw * r, u, alpha=self.alpha)
+                diff = torch.sub(u, raw, alpha=1.0 / self.correction)  # u - debiased
+                self.sq_dev = torch.addcmul(self.sq_dev * r, diff, diff, value=self.alpha)
+            self.raw = torch.add(raw * r, u, alpha=self.alpha)
             self.n += 1
             return
-        if b > self._max_chunk:  # keep (1 - alpha)^-b representable
-            self.update(values[: self._max_chunk])
-            self.update(values[self._max_chunk :])
+        if b > self._BLOCK:  # the prefix matrix grows as b^2: fold long batches in blocks
+            for start in range(0, b, self._BLOCK):
+                self.update(values[start : start + self._BLOCK])
             return
-        before = self._estimates_before(values)
-        dev = (values - before) ** 2
+        m, ri, w, decay, ri_host = self._plan(b)
+        flat = values.reshape(b, -1)
+        raw_row = raw.reshape(1, -1)
+        raw_before = torch.addmm(ri * raw_row, m, flat)  # raw EMA just before each value
+        # debiased estimate before each value: raw / (1 - r^(n + i)) (first init: raw)
+        if self.init == "first":
+            corr = np.ones(b)
+        else:
+            corr = 1.0 - (1.0 - self.alpha) ** self.n * ri_host
+        inv = np.divide(1.0, corr, out=np.zeros(b), where=corr > 0).reshape(-1, 1)
+        inv_t = torch.from_numpy(inv).to(device=raw.device, dtype=raw.dtype)
+        dev = torch.addcmul(flat, raw_before, inv_t, value=-1.0).square_()
         if self.n == 0:
             dev[0] = 0.0  # no estimate exists before the very first value
-        w = self._weights(b).reshape(b, *([1] * len(self.shape)))
-        decay = (1.0 - self.alpha) ** b
-        self.raw = decay * self.raw + (w * values).sum(0)
-        self.sq_dev = decay * self.sq_dev + (w * dev).sum(0)
+        self.raw = torch.addmm(raw_row, w, flat, beta=decay).view(self.shape)
+        self.sq_dev = torch.addmm(self.sq_dev.reshape(1, -1), w, dev, beta=decay).view(self.shape)
         self.n += b
 
-    @property
-    def _max_chunk(self) -> int:
-        r = 1.0 - self.alpha
-        return 1 << 30 if r == 0.0 else max(1, int(600.0 / -math.log(r)))
-
-    def _estimates_before(self, values: torch.Tensor) -> torch.Tensor:
-        """The debiased estimate just before each value of the batch (prefix EMAs in closed
-        form), so that the deviations of a batch equal those of sequential updates."""
-        b = values.shape[0]
-        r = 1.0 - self.alpha
-        view = (b, *([1] * len(self.shape)))
-        if r == 0.0:  # alpha = 1: the estimate is the previous value
-            return torch.cat([self.debiased.unsqueeze(0), values[:-1]])
-        i = torch.arange(b, dtype=self.raw.dtype, device=self.raw.device)
-        scaled = values * (self.alpha * r ** (-(i + 1))).reshape(view)
-        prefix = torch.cumsum(scaled, 0) - scaled  # sum over j < i
-        raw_before = (r**i).reshape(view) * (self.raw.unsqueeze(0) + prefix)
-        n_before = self.n + i
-        if self.init == "first":
-            corr = (n_before > 0).to(self.raw.dtype)
-        else:
-            corr = 1.0 - r**n_before
-        return raw_before / corr.clamp_min(1e-300).reshape(view)
+    #: Longest batch folded with one prefix matrix.
+    _BLOCK = 256
 
     @property
     def correction(self) -> float:
@@ -188,8 +203,13 @@ class ExponentialSmoother:
         return self
 
     def state_dict(self) -> dict[str, Any]:
-        return {"raw": self.raw.clone(), "sq_dev": self.sq_dev.clone(), "n": self.n,
-                "alpha": self.alpha, "init": self.init}
+        return {
+            "raw": self.raw.clone(),
+            "sq_dev": self.sq_dev.clone(),
+            "n": self.n,
+            "alpha": self.alpha,
+            "init": self.init,
+        }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         if state["alpha"] != self.alpha or state["init"] != self.init:

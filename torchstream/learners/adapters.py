@@ -17,6 +17,7 @@ dtype. Torch modules and :class:`~torchstream.learners.OnlineLearner` already ar
 
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable, Sequence
 from typing import Any, Literal
 
@@ -69,7 +70,19 @@ class RiverModelFn:
         self.model, self.schema, self.output = model, schema, output
         self.classes = list(classes) if classes is not None else None
 
+        self._tree: _CompiledTree | None = None  # vectorised Hoeffding tree, if it applies
+        self._tree_key: tuple[Any, ...] | None = None
+
     def __call__(self, X: torch.Tensor) -> torch.Tensor:
+        if self.output == "proba":
+            tree = self._compiled_tree()
+            if tree is not None:
+                if X.dim() != 2 or X.shape[1] != self.schema.n_columns:
+                    raise ValueError(
+                        f"X must have shape [n, {self.schema.n_columns}], got {list(X.shape)}"
+                    )
+                cols = X.detach().to("cpu", torch.float64).numpy()
+                return torch.from_numpy(tree.predict_proba(cols)).to(X.device, X.dtype)
         rows = self.schema.decode(X)
         if self.output == "value":
             many = getattr(self.model, "predict_many", None)
@@ -90,6 +103,213 @@ class RiverModelFn:
                 self.classes = list(seen)
         out = [[p.get(c, 0.0) for c in self.classes] for p in probas]
         return _to_tensor(out, X).reshape(len(rows), len(self.classes))
+
+    def _compiled_tree(self) -> _CompiledTree | None:
+        """The vectorised form of a river ``HoeffdingTreeClassifier`` (rebuilt whenever the
+        tree has learnt since), or None where it does not apply (other models, node or
+        splitter types it does not know, non-numeric or nullable features)."""
+        model = self.model
+        if type(model).__name__ != "HoeffdingTreeClassifier" or not self.schema._plain_numeric:
+            return None
+        key = (
+            id(model._root),
+            model._train_weight_seen_by_model,
+            model.nb_threshold,
+            len(model.classes),
+        )
+        if key != self._tree_key:
+            if self.classes is None:  # as the generic path: the classes the model reports
+                try:
+                    self.classes = sorted(model.classes)
+                except TypeError:
+                    self.classes = list(model.classes)
+            try:
+                self._tree = _CompiledTree.build(model, self.schema, self.classes)
+            except _Unsupported:
+                self._tree = None
+            self._tree_key = key
+        return self._tree
+
+
+class _Unsupported(Exception):
+    """A part of a tree that the vectorised path does not know."""
+
+
+class _CompiledTree:
+    """A river ``HoeffdingTreeClassifier`` flattened for whole batches of rows.
+
+    Each branch becomes one comparison of a column with its threshold (``x <= t`` numeric,
+    ``x == v`` nominal) and the rows are routed bottom-up with nested ``where``; a leaf that
+    predicts its class distribution contributes a constant row, a naive Bayes leaf the
+    per-class Gaussian log-likelihoods of all rows, in the order river sums them (prior, then
+    the features in the leaf's splitter order), normalised with log-sum-exp as river does.
+    Arithmetic runs in float64 ``numpy`` with the same operations as river's per-row code
+    (``pow`` for the square), so the predictions equal ``predict_proba_one``'s.
+    """
+
+    def __init__(self) -> None:
+        self.n_out = 0
+        self.tests: list[tuple[int, str, float]] = []  # (column, "le" / "eq", value)
+        self.root: Any = None  # int (leaf) or (test index, left, right) nested tuples
+        self.const: np.ndarray = np.zeros((0, 0))  # [n_leaves, n_out] constant leaf rows
+        self.nb: dict[int, tuple[Any, ...]] = {}  # leaf -> naive Bayes parameters
+        self.n_leaves = 0
+
+    @classmethod
+    def build(cls, model: Any, schema: Schema, classes: list[Hashable]) -> _CompiledTree:
+        from river.tree.nodes.branch import NominalBinaryBranch, NumericBinaryBranch
+        from river.tree.nodes.htc_nodes import (
+            LeafMajorityClass,
+            LeafNaiveBayes,
+            LeafNaiveBayesAdaptive,
+        )
+        from river.tree.splitter import GaussianSplitter
+
+        col = {f.name: schema._offsets[j] for j, f in enumerate(schema.features)}
+        out = {c: i for i, c in enumerate(classes)}
+        self = cls()
+        self.n_out = len(classes)
+        base = dict.fromkeys(sorted(model.classes), 0.0)  # predict_proba_one's start
+        rows: list[list[float]] = []
+
+        def const_row(pred: dict) -> list[float]:
+            proba = dict(base)
+            proba.update(pred)
+            if any(c not in out for c in proba):
+                raise _Unsupported("a class outside `classes`")
+            row = [0.0] * self.n_out
+            for c, p in proba.items():
+                row[out[c]] = p
+            return row
+
+        def leaf(node: Any) -> int:
+            kind = type(node)
+            if kind not in (LeafMajorityClass, LeafNaiveBayes, LeafNaiveBayesAdaptive):
+                raise _Unsupported(kind.__name__)
+            index = len(rows)
+            active = node.is_active()
+            if kind is LeafNaiveBayes:
+                naive = active and node.total_weight >= model.nb_threshold
+            elif kind is LeafNaiveBayesAdaptive:
+                naive = active and node._nb_correct_weight >= node._mc_correct_weight
+            else:
+                naive = False
+            if naive:
+                params = self._naive_bayes(node, col, out, GaussianSplitter)
+                rows.append(const_row({}))  # river's prediction where no class has weight
+                if params:
+                    self.nb[index] = params
+            else:
+                rows.append(const_row(LeafMajorityClass.prediction(node, {})))
+            return index
+
+        def walk(node: Any) -> Any:
+            kind = type(node)
+            if kind is NumericBinaryBranch or kind is NominalBinaryBranch:
+                if node.feature not in col:
+                    raise _Unsupported(f"feature {node.feature!r} not in the schema")
+                if kind is NumericBinaryBranch:
+                    test = (col[node.feature], "le", float(node.threshold))
+                else:
+                    if isinstance(node.value, bool) or not isinstance(node.value, (int, float)):
+                        raise _Unsupported("a non-numeric nominal split value")
+                    test = (col[node.feature], "eq", float(node.value))
+                self.tests.append(test)
+                left, right = node.children
+                return (len(self.tests) - 1, walk(left), walk(right))
+            if hasattr(node, "children"):
+                raise _Unsupported(kind.__name__)
+            return leaf(node)
+
+        self.root = None if model._root is None else walk(model._root)
+        if self.root is None:
+            rows.append(const_row({}))
+            self.root = 0
+        self.const = np.array(rows, dtype=np.float64).reshape(len(rows), self.n_out)
+        self.n_leaves = len(rows)
+        return self
+
+    @staticmethod
+    def _naive_bayes(node: Any, col: dict, out: dict, gaussian: type) -> tuple[Any, ...]:
+        """Per-class prior and per-(class, feature) Gaussian constants of a naive Bayes leaf,
+        computed with river's own formulas (``log_pdf`` split into its x-free parts)."""
+        stats = node.stats
+        total = sum(stats.values())
+        if not stats or total == 0:
+            return ()  # river predicts {} here: the constant row already says so
+        feats = []
+        for att, splitter in (node.splitters or {}).items():
+            if type(splitter) is not gaussian:
+                raise _Unsupported(type(splitter).__name__)
+            if att in col:
+                feats.append((att, splitter))
+        order = list(stats)  # river's vote order
+        if any(c not in out for c in order):
+            raise _Unsupported("a class outside `classes`")
+        half_log_tau = 0.5 * math.log(math.tau)
+        n_c, n_f = len(order), len(feats)
+        prior = np.zeros(n_c)
+        use = np.zeros((n_c, n_f), dtype=bool)
+        mu, m2v, hlv = np.zeros((n_c, n_f)), np.ones((n_c, n_f)), np.zeros((n_c, n_f))
+        for i, c in enumerate(order):
+            weight = stats[c]
+            if weight <= 0:
+                continue  # river: vote 0.0, no likelihood terms
+            prior[i] = math.log(weight / total)
+            for j, (_, splitter) in enumerate(feats):
+                dist = splitter._att_dist_per_class.get(c)
+                if dist is None:
+                    continue
+                var = dist._var
+                n = var.mean.n
+                if n > var.ddof:
+                    variance = var._S / (n - var.ddof)
+                    if variance > 0.0:
+                        use[i, j] = True
+                        mu[i, j] = var.mean._mean
+                        m2v[i, j] = -2.0 * variance
+                        hlv[i, j] = 0.5 * math.log(variance)
+        active = np.array([stats[c] > 0 for c in order])
+        cols = np.array([col[a] for a, _ in feats], dtype=np.int64)
+        where = np.array([out[c] for c in order], dtype=np.int64)
+        return (cols, prior, use, mu, m2v, hlv, active, where, half_log_tau)
+
+    def predict_proba(self, X: np.ndarray) -> np.ndarray:
+        """Class probabilities ``[n, n_out]`` of the rows ``X [n, d]`` (float64)."""
+        n = X.shape[0]
+        passed = [X[:, c] <= v if op == "le" else X[:, c] == v for c, op, v in self.tests]
+
+        def route(node: Any) -> Any:
+            if isinstance(node, int):
+                return node
+            t, left, right = node
+            return np.where(passed[t], route(left), route(right))
+
+        leaf = np.broadcast_to(np.asarray(route(self.root), dtype=np.int64), (n,))
+        proba = self.const[leaf]
+        for index, params in self.nb.items():
+            at = np.flatnonzero(leaf == index)
+            if at.size:
+                proba[at] = self._nb_rows(X[at], params)
+        return proba
+
+    def _nb_rows(self, X: np.ndarray, params: tuple[Any, ...]) -> np.ndarray:
+        cols, prior, use, mu, m2v, hlv, active, where, half_log_tau = params
+        n = X.shape[0]
+        x = X[:, cols][:, None, :]  # [n, 1, F]
+        diff = x - mu
+        terms = np.power(diff, np.full(diff.shape, 2.0)) / m2v - half_log_tau - hlv
+        terms = np.where(use & (terms > -math.inf), terms, 0.0)  # [n, C, F]
+        votes = np.cumsum(
+            np.concatenate([np.broadcast_to(prior[:, None], (n, *prior.shape, 1)), terms], 2),
+            axis=2,
+        )[:, :, -1]
+        votes = np.where(active, votes, 0.0)
+        top = votes.max(1, keepdims=True)
+        lse = top + np.log(np.cumsum(np.exp(votes - top), axis=1)[:, -1:])
+        rows = np.zeros((n, self.n_out))
+        rows[:, where] = np.exp(votes - lse)
+        return rows
 
 
 class SklearnModelFn:

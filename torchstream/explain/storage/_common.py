@@ -9,6 +9,7 @@ import secrets
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import torch
 
 if TYPE_CHECKING:
@@ -50,12 +51,24 @@ def _make_generator(seed: int | None) -> tuple[int, torch.Generator]:
         ) from None
 
 
+def _all_finite(X: torch.Tensor) -> bool:
+    """Whether every value of ``X`` is finite, with one reduction in the common case: a finite
+    sum proves it (a NaN or inf value makes the sum NaN or inf); only a non-finite sum (which
+    finite values can also give, by overflow) pays for the exact element-wise test."""
+    if not X.is_floating_point() and not X.is_complex():
+        return True
+    if math.isfinite(float(X.sum())):
+        return True
+    return bool(torch.isfinite(X).all())
+
+
 def _as_rows(X: Any, n_features: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    X = torch.as_tensor(X)
+    if not isinstance(X, torch.Tensor):
+        X = torch.as_tensor(X)
     if X.dim() != 2 or X.shape[1] != n_features:
         raise ValueError(f"X must have shape [B, d={n_features}], got {list(X.shape)}")
     X = X.to(device=device, dtype=dtype)
-    if not bool(torch.isfinite(X).all()):
+    if not _all_finite(X):
         raise ValueError("X must contain only finite values (found NaN or inf)")
     return X
 
@@ -67,7 +80,7 @@ def _as_values(values: Any, dtype: torch.dtype, device: torch.device) -> torch.T
     if values.dim() != 1:
         raise ValueError(f"values must have shape [B], got {list(values.shape)}")
     values = values.to(device=device, dtype=dtype)
-    if not bool(torch.isfinite(values).all()):
+    if not _all_finite(values):
         raise ValueError("values must contain only finite values (found NaN or inf)")
     return values
 
@@ -160,7 +173,13 @@ class _TensorStorage(_SeededStorage):
 
 # ---------------------------------------------------------------------------------- reservoirs
 class _Reservoir(_TensorStorage):
-    """Fixed-size reservoir of ``d``-dimensional rows: buffer, counters, sampling, state."""
+    """Fixed-size reservoir of ``d``-dimensional rows: buffer, counters, sampling, state.
+
+    The hot paths are kept short: a row arriving at a full reservoir is placed with Python
+    arithmetic on its one random number (one copy into a slot); a longer batch decides its
+    slots on the host (``numpy``) and writes the surviving rows with one ``index_copy_``. The
+    stream index of each slot is kept on the host and only turned into a tensor on request.
+    """
 
     _data_key = "rows"
 
@@ -177,7 +196,8 @@ class _Reservoir(_TensorStorage):
         self.n_features = _check_int(n_features, "n_features")
         self._init_random(seed)
         self._data = torch.zeros(self.size, self.n_features, dtype=dtype, device=device)
-        self._times = torch.zeros(self.size, dtype=torch.long, device=device)
+        self._host_times = np.zeros(self.size, dtype=np.int64)
+        self._slot_views: tuple[torch.Tensor, ...] | None = None  # _data[i:i+1], built lazily
         self._len = 0
 
     # ------------------------------------------------------------------ content
@@ -186,8 +206,25 @@ class _Reservoir(_TensorStorage):
         """The stored rows ``[len, d]`` by slot (a view: do not modify)."""
         return self._data[: self._len]
 
+    @property
+    def times(self) -> torch.Tensor:
+        """Stream index (0-based, counting every row seen) of each stored row ``[len]``."""
+        return torch.from_numpy(self._host_times[: self._len].copy()).to(self.device)
+
     def __len__(self) -> int:
         return self._len
+
+    def to(
+        self, device: torch.device | str | None = None, dtype: torch.dtype | None = None
+    ) -> Self:
+        """Move the stored rows to ``device`` and / or ``dtype`` (the generator stays on the
+        CPU). A narrower ``dtype`` than the stored rows' rounds them: callers use it only on an
+        empty reservoir or to widen."""
+        data = self._data.to(device=device, dtype=dtype)
+        if data is not self._data:
+            self._data = data
+            self._slot_views = None
+        return self
 
     # ------------------------------------------------------------------ update
     def update(self, X: torch.Tensor) -> None:
@@ -197,38 +234,53 @@ class _Reservoir(_TensorStorage):
         n_fill = min(self.size - self._len, b)
         if n_fill > 0:
             self._data[self._len : self._len + n_fill] = X[:n_fill]
-            self._times[self._len : self._len + n_fill] = torch.arange(
-                self.n_seen, self.n_seen + n_fill, device=self.device
+            self._host_times[self._len : self._len + n_fill] = np.arange(
+                self.n_seen, self.n_seen + n_fill
             )
             self._len += n_fill
         m = b - n_fill
-        if m > 0:
+        if m == 1:
+            # one uniform number for the row (the same draw as the batched path below)
+            u = float(torch.rand(1, dtype=torch.float64, generator=self.generator))
+            slot = self._slot_of(u, self.n_seen + n_fill)
+            if slot >= 0:
+                if self._slot_views is None:
+                    self._slot_views = self._data.split(1)
+                self._slot_views[slot].copy_(X[n_fill:] if n_fill else X)
+                self._host_times[slot] = self.n_seen + n_fill
+        elif m > 1:
             # one uniform number per row that meets a full reservoir, all drawn at once
-            u = torch.rand(m, dtype=torch.float64, generator=self.generator)
+            u = torch.rand(m, dtype=torch.float64, generator=self.generator).numpy()
             slot = self._slots(u, first=self.n_seen + n_fill)  # [m], -1 = row not stored
-            entered = (slot >= 0).nonzero().squeeze(1)
-            if entered.numel():
+            entered = np.flatnonzero(slot >= 0)
+            if entered.size:
                 # apply the decisions in time order: the last row written to a slot wins
-                last = torch.full((self.size,), -1, dtype=torch.long)
-                last.scatter_reduce_(0, slot[entered], entered, reduce="amax")
-                written = (last >= 0).nonzero().squeeze(1)
-                source = last[written]
-                written, source = written.to(self.device), source.to(self.device)
-                self._data[written] = X[n_fill + source]
-                self._times[written] = self.n_seen + n_fill + source
+                rev = entered[::-1]
+                written, at = np.unique(slot[rev], return_index=True)
+                source = rev[at] + n_fill
+                src = torch.from_numpy(source).to(self.device)
+                dst = torch.from_numpy(written).to(self.device)
+                self._data.index_copy_(0, dst, X.index_select(0, src))
+                self._host_times[written] = self.n_seen + source
         self.n_seen += b
 
-    def _slots(self, u: torch.Tensor, first: int) -> torch.Tensor:  # pragma: no cover
+    def _slot_of(self, u: float, t: int) -> int:  # pragma: no cover
+        """The slot (or -1) of the row with stream index ``t`` and random number ``u``."""
+        raise NotImplementedError
+
+    def _slots(self, u: np.ndarray, first: int) -> np.ndarray:  # pragma: no cover
+        """Vectorised :meth:`_slot_of` for the rows ``first, first + 1, ...``."""
         raise NotImplementedError
 
     # ------------------------------------------------------------------ sampling
     def sample_indices(self, n: int) -> torch.Tensor:
         """Slots ``[n]`` (long) of ``n`` uniform draws with replacement from the stored rows."""
-        n = _check_n(n)
+        if type(n) is not int or n < 0:
+            n = _check_n(n)
         if self._len == 0:
             raise ValueError(f"{type(self).__name__} is empty: update it before sampling")
         idx = torch.randint(0, self._len, (n,), generator=self.generator)
-        return idx.to(self.device)
+        return idx if self._data.device.type == "cpu" else idx.to(self.device)
 
     def sample(self, n: int) -> torch.Tensor:
         """``n`` rows ``[n, d]`` drawn uniformly with replacement from the stored rows
@@ -236,6 +288,9 @@ class _Reservoir(_TensorStorage):
         return self._data[self.sample_indices(n)]
 
     # ------------------------------------------------------------------ state
+    def _content(self) -> dict[str, Any]:
+        return {"rows": self.rows.clone(), "times": self.times}
+
     def _config(self) -> dict[str, Any]:
         return {"kind": type(self).__name__, "size": self.size, "n_features": self.n_features}
 
@@ -243,9 +298,9 @@ class _Reservoir(_TensorStorage):
         rows = torch.as_tensor(state["rows"])
         n = rows.shape[0]
         self._data.zero_()
-        self._times.zero_()
+        self._host_times[:] = 0
         self._data[:n] = rows.to(self.device, self.dtype)
-        self._times[:n] = torch.as_tensor(state["times"]).to(self.device, torch.long)
+        self._host_times[:n] = torch.as_tensor(state["times"]).cpu().long().numpy()
         self._len = n
 
     def __repr__(self) -> str:

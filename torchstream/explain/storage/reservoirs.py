@@ -3,8 +3,10 @@ and :class:`UniformReservoir` (Vitter's algorithm R)."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
+import numpy as np
 import torch
 
 from torchstream.explain.storage._common import _check_prob, _Reservoir
@@ -70,11 +72,15 @@ class GeometricReservoir(_Reservoir):
         self.insert_prob = _check_prob(insert_prob, "insert_prob")
         super().__init__(size, n_features, seed=seed, dtype=dtype, device=device)
 
-    def _slots(self, u: torch.Tensor, first: int) -> torch.Tensor:
+    def _slot_of(self, u: float, t: int) -> int:
         # u < q enters; given that, u / q is uniform on [0, 1) and picks the slot
         q = self.insert_prob
-        slot = torch.floor(u / q * self.size).long().clamp_(max=self.size - 1)
-        return torch.where(u < q, slot, -1)
+        return min(math.floor(u / q * self.size), self.size - 1) if u < q else -1
+
+    def _slots(self, u: np.ndarray, first: int) -> np.ndarray:
+        q = self.insert_prob
+        slot = np.minimum(np.floor(u / q * self.size), self.size - 1).astype(np.int64)
+        return np.where(u < q, slot, -1)
 
     def _config(self) -> dict[str, Any]:
         return {**super()._config(), "insert_prob": self.insert_prob}
@@ -129,8 +135,13 @@ class UniformReservoir(_Reservoir):
     ) -> None:
         super().__init__(size, n_features, seed=seed, dtype=dtype, device=device)
 
-    def _slots(self, u: torch.Tensor, first: int) -> torch.Tensor:
+    def _slot_of(self, u: float, t: int) -> int:
         # the row with 0-based index t is the (t + 1)-th: j uniform on {0, ..., t}
-        n = torch.arange(first + 1, first + 1 + u.shape[0], dtype=torch.float64)
-        j = torch.minimum(torch.floor(u * n), n - 1).long()
-        return torch.where(j < self.size, j, -1)
+        n = float(t + 1)
+        j = int(min(math.floor(u * n), n - 1))
+        return j if j < self.size else -1
+
+    def _slots(self, u: np.ndarray, first: int) -> np.ndarray:
+        n = np.arange(first + 1, first + 1 + u.shape[0], dtype=np.float64)
+        j = np.minimum(np.floor(u * n), n - 1).astype(np.int64)
+        return np.where(j < self.size, j, -1)
