@@ -28,13 +28,14 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import tomllib
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import product
 from pathlib import Path
 from typing import Any
+
+import tomllib
 
 __all__ = ["RunSpec", "SweepConfig", "load_sweep", "run_sweep"]
 
@@ -211,7 +212,7 @@ def execute(argv: list[str], run_dir: str) -> dict[str, Any]:
         status, error = "ok", ""
     except SystemExit as e:
         status, error = "failed", str(e.code if e.code is not None else e)
-    except Exception as e:  # a failed run must not stop the grid
+    except Exception as e:  # noqa: BLE001 (a failed run must not stop the grid)
         status, error = "failed", f"{type(e).__name__}: {e}"
         (Path(run_dir) / "traceback.txt").write_text(traceback.format_exc())
     (Path(run_dir) / "stdout.txt").write_text(log.getvalue())
@@ -274,7 +275,7 @@ def _run_local(jobs: list[tuple[list[str], str]], workers: int) -> list[dict[str
         for f in futures:
             try:
                 out.append(f.result())
-            except Exception as e:  # a crashed worker process
+            except Exception as e:  # noqa: BLE001 (a crashed worker process)
                 out.append({"status": "failed", "error": f"{type(e).__name__}: {e}",
                             "wall_seconds": float("nan")})
         return out
@@ -294,7 +295,7 @@ def _run_ray(jobs: list[tuple[list[str], str]], config: SweepConfig) -> list[dic
             else:
                 ray.init(num_cpus=config.workers, include_dashboard=False,
                          logging_level="ERROR", log_to_driver=False)
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 (any failure to connect is reported)
             raise ValueError(f"cannot reach Ray at {config.ray_address or 'a new local Ray'}: "
                              f"{type(e).__name__}: {e}") from None
         started = True
@@ -305,7 +306,7 @@ def _run_ray(jobs: list[tuple[list[str], str]], config: SweepConfig) -> list[dic
         for ref in refs:
             try:
                 out.append(ray.get(ref))
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 (a crashed Ray task)
                 out.append({"status": "failed", "error": f"{type(e).__name__}: {e}",
                             "wall_seconds": float("nan")})
         return out
