@@ -471,8 +471,6 @@ def test_checkpoint_resume_is_bit_exact(empty, imputer):
 # ---------------------------------------------------------------------------------- errors
 def test_bad_arguments_raise():
     f = linear(BETA3)
-    with pytest.raises(NotImplementedError, match="observational"):
-        IncrementalSAGE(f, "mse", 3, removal="observational")
     with pytest.raises(ValueError, match="removal"):
         IncrementalSAGE(f, "mse", 3, removal="conditional")
     with pytest.raises(ValueError, match="empty_prediction"):

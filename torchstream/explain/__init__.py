@@ -1,5 +1,6 @@
 """Incremental explanations: iPFI, iSAGE, iPDP and their building blocks."""
 
+from torchstream.explain.conditional import ConditionalTreeSampler
 from torchstream.explain.imputers import MarginalImputer
 from torchstream.explain.ipdp import IncrementalPDP
 from torchstream.explain.ipfi import IncrementalPFI
@@ -14,6 +15,7 @@ from torchstream.explain.storage import (
 )
 
 __all__ = [
+    "ConditionalTreeSampler",
     "ExponentialSmoother",
     "FrequencyStorage",
     "FreshSampler",

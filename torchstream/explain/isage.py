@@ -3,10 +3,13 @@
 SAGE (Covert et al. 2020) distributes the loss reduction a model achieves over its mean
 prediction, ``nu(D) = E[l(y_mean, Y)] - E[l(f(X), Y)]``, among the features as the Shapley
 values of the game ``nu(S) = E[l(y_mean, Y)] - E[l(f_S(X), Y)]``, where ``f_S`` is the model
-with the features outside ``S`` removed (here: interventionally, i.e. imputed from the marginal
-distribution). iSAGE estimates these values online: one random permutation per row, the
-coalition chain along it evaluated with ``m`` imputed rows per coalition, and an exponential
-moving average of the per-row marginal contributions.
+with the features outside ``S`` removed: *interventionally* (imputed from the marginal
+distribution, ``f_S(x) = E[f(x_S, X_notS)]``) or *observationally* (drawn from the conditional
+distribution given the present features, ``f_S(x) = E[f(x_S, X_notS) | X_S = x_S]``, with one
+incremental tree per feature, :class:`~torchstream.explain.conditional.ConditionalTreeSampler`).
+iSAGE estimates these values online: one random permutation per row, the coalition chain along
+it evaluated with ``m`` imputed rows per coalition, and an exponential moving average of the
+per-row marginal contributions.
 
 References
 ----------
@@ -30,7 +33,7 @@ __all__ = ["IncrementalSAGE"]
 
 
 class IncrementalSAGE(LossExplainer):
-    r"""Incremental SAGE [SAGE]_ with interventional feature removal.
+    r"""Incremental SAGE [SAGE]_ with interventional or observational feature removal.
 
     Algorithm (one call of :meth:`explain` with a batch of ``B`` rows; ``B = 1`` is Alg. 1 of
     [SAGE]_ with ``m = n_samples`` inner samples, whose *predictions* are averaged)::
@@ -51,9 +54,21 @@ class IncrementalSAGE(LossExplainer):
         storage.update(x_1..x_B)                         # after explaining
         return phi / (1 - (1 - alpha)^n)                 # debiased
 
-    The imputed rows ``x~_k`` come from the storage through the imputer: ``"joint"`` copies
-    all removed features from one stored row per inner sample, ``"product"`` draws every
-    removed feature from its own stored row. Each coalition gets fresh draws. All
+    **Removal.** With ``removal="interventional"`` the imputed rows ``x~_k`` come from the
+    storage through the imputer: ``"joint"`` copies all removed features from one stored row per
+    inner sample, ``"product"`` draws every removed feature from its own stored row; this
+    estimates the interventional game (``f_S(x) = E[f(x_S, X_notS)]``, dependencies between
+    present and removed features broken). With ``removal="observational"`` (or a sampler
+    object, e.g. a configured
+    :class:`~torchstream.explain.conditional.ConditionalTreeSampler`) every removed feature
+    ``j`` of every inner sample is drawn from the tree for ``j`` given the present features
+    ([SAGE]_ Alg. 4); this estimates the observational game (``f_S(x) = E[f(x_S, X_notS) |
+    X_S = x_S]``, on the data manifold), with the conditional approximated by the trees and by
+    a product over the removed features (their mutual dependence is not kept). A feature whose
+    information another one carries then shares its importance with it; interventionally only
+    the feature the model reads gets it ([SAGE]_ §4.3). The sampler is the storage of
+    observational iSAGE: it is updated with the batch after explaining and saved in
+    :meth:`state_dict`. Each coalition gets fresh draws. All
     ``B * (1 + (d - 1) m)`` model evaluations of a batch (``B * (1 + d m)`` with
     ``empty_prediction="imputed"``) go to ``model_fn`` in one call (or in chunks of
     ``chunk_size`` rows), under ``torch.no_grad()``, on the device of ``X``. For every row the
@@ -64,7 +79,8 @@ class IncrementalSAGE(LossExplainer):
     batch is drawn from the storage *as it was before the batch*; ``y_empty`` is still updated
     row by row (an EMA prefix over the batch's outputs, in closed form); the rows enter the
     storage after explaining. With a fixed model and a storage that does not change within the
-    batch this equals ``B`` calls with one row each. Keep ``B`` well below ``storage_size``
+    batch this equals ``B`` calls with one row each (the tree sampler likewise keeps its trees
+    fixed within a batch and grows them after it). Keep ``B`` well below ``storage_size``
     with a reservoir (each stored row is reused about ``B (d - 1) m / L`` times per batch).
     The first batch that meets an empty storage is only stored, not explained.
 
@@ -89,7 +105,10 @@ class IncrementalSAGE(LossExplainer):
       E[l(f(X), Y)]``.
 
     Both are exact statements about expectations over the permutations and the imputations
-    (the EMA of ``y_empty`` adds an ``O(alpha)`` term).
+    (the EMA of ``y_empty`` adds an ``O(alpha)`` term), for either removal: ``W(S)`` is the
+    variance under the removal's distribution of ``x~`` (marginal, or the sampler's conditional).
+    With an exact conditional sampler and ``E[Y | X] = f(X)`` the condition ``W(S) = V -
+    nu(S)`` holds for the observational game whatever the feature dependence.
 
     Parameters
     ----------
@@ -103,8 +122,14 @@ class IncrementalSAGE(LossExplainer):
     alpha
         Smoothing factor in ``(0, 1]`` of the importance and of ``y_empty``.
     removal
-        ``"interventional"`` (marginal imputation). ``"observational"`` (conditional sampling
-        with incremental trees) is not implemented yet.
+        ``"interventional"`` (marginal imputation from ``storage`` through ``imputer``),
+        ``"observational"`` (a
+        :class:`~torchstream.explain.conditional.ConditionalTreeSampler` with its defaults and a
+        seed from the explainer's generator) or a conditional sampler object with
+        ``impute(x [B, d], mask [B, R, d], storage) -> [B, R, d]`` and ``update(X)`` (and
+        ``__len__`` / ``state_dict`` / ``load_state_dict`` if it has them), which is then used
+        as both imputer and storage. With observational removal ``storage``, ``storage_size``
+        and ``imputer`` are not used (``storage`` / ``imputer`` must keep their defaults).
     imputer
         ``"joint"`` (default), ``"product"``, or an object with
         ``impute(x [B, d], mask [B, R, d], storage) -> [B, R, d]`` (``mask`` True = keep ``x``).
@@ -142,6 +167,25 @@ class IncrementalSAGE(LossExplainer):
     ema [0.62, 6.17, -1.9]
     imputed [1.77, 8.17, 0.51]
 
+    Observational versus interventional removal ([SAGE]_ §4.3 in small): ``x1 = floor(4 x0)``
+    carries the information of ``x0`` and the model reads ``x1`` only (``V = Var(x1) = 1.25``).
+    With the imputed empty prediction and ``m = 1`` the targets are ``2 phi``: observationally
+    ``x0`` and ``x1`` share the importance, ``(1.25, 1.25, 0)``; interventionally ``x1`` gets all
+    of it, ``(0, 2.5, 0)`` (the tree sampler learns the dependence during the first rows):
+
+    >>> x0 = torch.rand(6000, generator=g, dtype=torch.float64)
+    >>> noise = torch.randn(6000, 2, generator=g, dtype=torch.float64)
+    >>> X = torch.stack([x0, torch.floor(4 * x0), noise[:, 0]], 1)
+    >>> y = X[:, 1] + 0.5 * noise[:, 1]
+    >>> for removal in ("observational", "interventional"):
+    ...     isage = IncrementalSAGE(lambda Z: Z[:, 1], "mse", 3, alpha=0.002, removal=removal,
+    ...                             empty_prediction="imputed", seed=0)
+    ...     for start in range(0, 6000, 200):
+    ...         _ = isage.explain(X[start:start + 200], y[start:start + 200])
+    ...     print(removal, [round(v, 2) for v in isage.importance.tolist()])
+    observational [1.15, 1.33, -0.02]
+    interventional [0.14, 2.29, 0.02]
+
     References
     ----------
     .. [SAGE] M. Muschalik, F. Fumagalli, B. Hammer, E. Hüllermeier (2023). iSAGE: an
@@ -158,7 +202,7 @@ class IncrementalSAGE(LossExplainer):
         n_features: int,
         *,
         alpha: float = 0.001,
-        removal: Literal["interventional", "observational"] = "interventional",
+        removal: Literal["interventional", "observational"] | Any = "interventional",
         imputer: Literal["joint", "product"] | Any = "joint",
         storage: Literal["geometric", "uniform"] | Any = "geometric",
         storage_size: int = 100,
@@ -169,27 +213,62 @@ class IncrementalSAGE(LossExplainer):
         chunk_size: int | None = None,
         seed: int | None = None,
     ) -> None:
-        if removal == "observational":
-            raise NotImplementedError(
-                "removal='observational' (conditional sampling with incremental trees) is not "
-                "implemented yet; use removal='interventional'"
-            )
-        if removal != "interventional":
+        sampler = None
+        if not isinstance(removal, str):
+            needs = ("impute", "update")
+            if not all(callable(getattr(removal, method, None)) for method in needs):
+                raise TypeError(
+                    f"removal must be 'interventional', 'observational' or a sampler object with "
+                    f"impute(x, mask, storage) and update(X), got {type(removal).__name__}"
+                )
+            sampler, removal = removal, "observational"
+        elif removal not in ("interventional", "observational"):
             raise ValueError(
-                f"removal must be 'interventional' or 'observational', got {removal!r}"
+                f"removal must be 'interventional', 'observational' or a sampler object, got "
+                f"{removal!r}"
+            )
+        if removal == "observational" and (
+            not (isinstance(storage, str) and storage == "geometric")
+            or not (isinstance(imputer, str) and imputer == "joint")
+        ):
+            raise ValueError(
+                "storage and imputer belong to removal='interventional'; with observational "
+                "removal the conditional sampler is both (pass removal=<sampler> to configure it)"
             )
         if empty_prediction not in ("ema", "imputed"):
             raise ValueError(
                 f"empty_prediction must be 'ema' or 'imputed', got {empty_prediction!r}"
             )
         super().__init__(
-            model_fn, loss, n_features, alpha=alpha, storage=storage, storage_size=storage_size,
-            n_samples=n_samples, feature_names=feature_names, init=init, chunk_size=chunk_size,
+            model_fn,
+            loss,
+            n_features,
+            alpha=alpha,
+            storage=storage,
+            storage_size=storage_size,
+            n_samples=n_samples,
+            feature_names=feature_names,
+            init=init,
+            chunk_size=chunk_size,
             seed=seed,
         )
         self.removal = removal
         self.empty_prediction = empty_prediction
-        if isinstance(imputer, str):
+        if removal == "observational":
+            if sampler is None:
+                from torchstream.explain.conditional import ConditionalTreeSampler
+
+                # the seed the interventional reservoir got from the explainer's generator
+                sampler = ConditionalTreeSampler(self.n_features, seed=self.storage.seed)
+            width = getattr(sampler, "n_features", self.n_features)
+            if width != self.n_features:
+                raise ValueError(
+                    f"removal: the sampler has n_features={width}, the explainer "
+                    f"n_features={self.n_features}"
+                )
+            self.storage = sampler  # updated after explaining, saved in state_dict()
+            self.imputer = sampler
+        elif isinstance(imputer, str):
             if imputer not in ("joint", "product"):
                 raise ValueError(
                     f"imputer must be 'joint', 'product' or an imputer object, got {imputer!r}"
@@ -253,14 +332,18 @@ class IncrementalSAGE(LossExplainer):
         return delta
 
     def _extra_state(self) -> dict[str, Any]:
-        return {"y_empty": None if self.y_empty is None else self.y_empty.clone(),
-                "empty_prediction": self.empty_prediction}
+        return {
+            "y_empty": None if self.y_empty is None else self.y_empty.clone(),
+            "empty_prediction": self.empty_prediction,
+            "removal": self.removal,
+        }
 
     def _load_extra_state(self, state: Mapping[str, Any]) -> None:
-        if state["empty_prediction"] != self.empty_prediction:
-            raise ValueError(
-                f"state has empty_prediction={state['empty_prediction']!r}, this explainer "
-                f"{self.empty_prediction!r}"
-            )
+        for key in ("empty_prediction", "removal"):
+            value = state.get(key, "interventional") if key == "removal" else state[key]
+            if value != getattr(self, key):
+                raise ValueError(
+                    f"state has {key}={value!r}, this explainer {getattr(self, key)!r}"
+                )
         y_empty = state["y_empty"]
         self.y_empty = None if y_empty is None else y_empty.clone()
