@@ -26,6 +26,7 @@ import pytest
 import torch
 from _explain_checks import resumed_and_whole, river_linear_fn
 
+from torchstream.explain.imputers import MarginalImputer
 from torchstream.explain.isage import IncrementalSAGE
 from torchstream.explain.storage import FreshSampler, GeometricReservoir
 from torchstream.losses import get_loss
@@ -365,6 +366,84 @@ def test_one_model_call_per_batch_and_chunks():
     chunked = run(40)
     assert max(sizes) == 40
     torch.testing.assert_close(chunked, full, rtol=0, atol=1e-12)
+
+
+class ProtocolImputer(MarginalImputer):
+    """The built-in marginal imputer behind the generic ``impute(x, mask, storage)`` protocol
+    (the explainer gathers the draws itself only for the exact built-in class)."""
+
+
+@pytest.mark.parametrize(("imputer", "m", "dtype"),
+                         [("joint", 1, F64), ("joint", 3, torch.float32), ("product", 2, F64)])
+@pytest.mark.parametrize("empty", ["ema", "imputed"])
+def test_direct_gather_equals_the_imputer_protocol(imputer, m, dtype, empty):
+    """Explaining with imputer="joint" / "product" (draws gathered straight into the model
+    input) and with the same imputer called through its protocol (a [B, G m, d] mask, the
+    result copied in) consume the same random numbers, so everything agrees bit for bit,
+    including the mean over the m inner samples of [n, k] outputs."""
+    def make(imp):
+        return IncrementalSAGE(softmax_model, "cross_entropy", 4, alpha=0.05, storage_size=30,
+                               n_samples=m, imputer=imp, empty_prediction=empty, seed=2)
+
+    fast, protocol = make(imputer), make(ProtocolImputer(imputer))
+    g = torch.Generator().manual_seed(4)
+    for B in (1, 5, 16, 1, 40):
+        X = torch.randn(B, 4, generator=g, dtype=dtype)
+        y = torch.multinomial(softmax_model(X), 1, generator=g).squeeze(1)
+        fast.explain(X, y)
+        protocol.explain(X, y)
+    assert torch.equal(fast.importance, protocol.importance)
+    assert torch.equal(fast.half_width(), protocol.half_width())
+    if empty == "ema":
+        assert torch.equal(fast.y_empty, protocol.y_empty)
+        assert fast.y_empty.dtype == F64 and fast.y_empty.device == X.device
+
+
+@pytest.mark.parametrize("imputer", ["joint", "product"])
+def test_contributions_from_the_model_input(imputer):
+    """Record the model input and output of one batch and rebuild every contribution by hand:
+    the input holds the batch, then one group of B rows per coalition size 0..d-1 (imputed
+    empty prediction, m = 1); row b of group s keeps x_b on s features (stored values are
+    negative, X positive, so the present features can be read off), the sets grow by one
+    feature per size (one permutation per row), and delta[b, j] is l(group s) - l(group s + 1)
+    for the feature j added at size s + 1 (size d: the row itself). Joint imputation takes all
+    absent features of a row from one stored row."""
+    d, B = 5, 6
+    stored = -1 - torch.rand(40, d, dtype=F64, generator=torch.Generator().manual_seed(1))
+    seen = []
+
+    def model(Z):
+        seen.append(Z.clone())
+        return regression_model(Z)
+
+    isage = IncrementalSAGE(model, "mse", d, alpha=0.1, storage_size=40, imputer=imputer,
+                            empty_prediction="imputed", seed=5)
+    isage.explain(stored, torch.zeros(40, dtype=F64))  # only fills the storage
+    recorded = []
+    isage.smoother.update = recorded.append  # the contributions [B, d] of the next batch
+    g = torch.Generator().manual_seed(2)
+    X = 0.1 + torch.rand(B, d, dtype=F64, generator=g)
+    y = torch.randn(B, dtype=F64, generator=g)
+    isage.explain(X, y)
+    Z = seen[-1].view(1 + d, B, d)
+    assert torch.equal(Z[0], X)
+    loss = (regression_model(seen[-1]).view(1 + d, B) - y) ** 2
+    by_size = torch.cat([loss[1:], loss[:1]])  # losses of coalition sizes 0..d
+    delta = recorded[0]
+    for b in range(B):
+        present = Z[1:, b] > 0  # [size, d]
+        assert present.sum(1).tolist() == list(range(d))
+        for s in range(d):
+            kept = torch.equal(Z[1 + s, b][present[s]], X[b][present[s]])
+            assert kept
+            if imputer == "joint" and s < d - 1:
+                row = ((stored - Z[1 + s, b]).abs()[:, ~present[s]].sum(1) == 0).nonzero()
+                assert row.numel() >= 1  # all absent values from one stored row
+            grown = torch.ones(d, dtype=torch.bool) if s == d - 1 else present[s + 1]
+            added = (grown & ~present[s]).nonzero().flatten()
+            assert added.numel() == 1 and bool((present[s] <= grown).all())
+            assert delta[b, added.item()] == by_size[s, b] - by_size[s + 1, b]
+    torch.testing.assert_close(delta.sum(1), by_size[0] - by_size[d], rtol=0, atol=1e-12)
 
 
 # ---------------------------------------------------------------------------------- reference

@@ -25,7 +25,9 @@ from typing import Any, Literal
 
 import torch
 
-from torchstream.explain._base import LossExplainer, ema_prefix
+from torchstream.explain._base import LossExplainer, _acc_dtype, ema_prefix
+from torchstream.explain.imputers import MarginalImputer
+from torchstream.explain.storage._common import _Reservoir
 from torchstream.losses import LossFn
 from torchstream.typing import ModelFn
 
@@ -273,8 +275,6 @@ class IncrementalSAGE(LossExplainer):
                 raise ValueError(
                     f"imputer must be 'joint', 'product' or an imputer object, got {imputer!r}"
                 )
-            from torchstream.explain.imputers import MarginalImputer
-
             self.imputer = MarginalImputer(imputer)
         elif callable(getattr(imputer, "impute", None)):
             self.imputer = imputer
@@ -283,53 +283,124 @@ class IncrementalSAGE(LossExplainer):
                 f"imputer must be 'joint', 'product' or an object with impute(x, mask, storage), "
                 f"got {type(imputer).__name__}"
             )
-        #: The mean-prediction EMA (``[]`` or ``[k]``, float64); None before the first row.
+        #: The mean-prediction EMA (``[]`` or ``[k]``, float64 on the device of the model
+        #: outputs; float32 on MPS); None before the first row.
         self.y_empty: torch.Tensor | None = None
+        self._plan_key: tuple[Any, ...] | None = None
+        self._plan_cache: tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 
     def _contributions(self, X: torch.Tensor, y: torch.Tensor, model_fn: ModelFn) -> torch.Tensor:
-        """``delta [B, d]`` along one permutation per row (see the class docstring)."""
+        """``delta [B, d]`` along one permutation per row (see the class docstring).
+
+        The model input is a reused group-major buffer ``[1 + G m, B, d]``: the batch itself,
+        then one group of ``B`` rows per (coalition size, inner sample), ``G`` the number of
+        imputed coalition sizes. The imputer sees the masks in its own ``[B, G m, d]`` order, so
+        its draws are the same whatever the layout."""
         b, d = X.shape
         m = self.n_samples
-        perm = torch.rand(b, d, generator=self.generator).argsort(1)
-        rank = perm.argsort(1)  # rank[b, j]: position of feature j in row b's permutation
         imputed_empty = self.empty_prediction == "imputed"
         first = 0 if imputed_empty else 1  # smallest coalition size that is imputed
-        sizes = torch.arange(first, d).view(1, -1, 1)  # coalition sizes strictly below d
-        masks = rank.view(b, 1, d) < sizes  # [B, G, d]: True = feature present
-        g = masks.shape[1]
+        g = d - first  # imputed coalition sizes first..d-1
         rows = g * m
-        parts = [X]
+        buf, sizes, ranks = self._plan(b, X)
+        perm = torch.rand(b, d, generator=self.generator).argsort(1)
+        # rank[b, j]: position of feature j in row b's permutation (the inverse permutation)
+        rank = torch.empty_like(perm).scatter_(1, perm, ranks)
+        if rank.device != X.device:
+            rank = rank.to(X.device)
         if rows:
-            masks = masks.repeat_interleave(m, dim=1).to(X.device)  # [B, G*m, d]
-            imputed = self.imputer.impute(X, masks, self.storage)
-            if imputed.shape != (b, rows, d):
-                raise ValueError(
-                    f"imputer returned {list(imputed.shape)}, expected [{b}, {rows}, {d}]"
-                )
-            parts.append(imputed.to(device=X.device, dtype=X.dtype).reshape(b * rows, d))
-        out = self._evaluate(model_fn, torch.cat(parts), y)
-        y_full = out[:b]
+            self._impute_into(buf[1:], X, rank, sizes)
+            buf[0].copy_(X)
+            Z = buf.view((1 + rows) * b, d)
+        else:  # d = 1 with the EMA empty prediction: only the batch itself
+            Z = X
+        out = self._forward(model_fn, Z)
+        self._check_output(out, y)
+        acc = _acc_dtype(out.device)
         k_shape = tuple(out.shape[1:])
-        coalitions = out[b:].reshape(b, g, m, *k_shape).mean(2)  # [B, G, *k]
+        out = out.view(1 + rows, b, *k_shape)
+        y_full = out[0].to(acc)
+        if m == 1:
+            coalitions = out[1:]  # [G, B, *k]; cat() below widens it exactly
+        else:  # mean()'s summation order follows the memory layout: average in the fixed
+            # row-major layout [B, G, m, *k], so the rounding does not depend on the buffer's
+            groups = out[1:].view(g, m, b, *k_shape).movedim(2, 0)
+            coalitions = groups.to(acc, memory_format=torch.contiguous_format).mean(2).movedim(0, 1)
         if imputed_empty:
-            chain = torch.cat([coalitions, y_full.unsqueeze(1)], 1)
+            chain = torch.cat([coalitions, y_full.unsqueeze(0)])
             y_empty = None
         else:
             prev = self.y_empty
-            prev = y_full[0] if prev is None else prev.to(y_full)
-            if tuple(prev.shape) != k_shape:
+            if prev is None:
+                prev = y_full[0]
+            elif tuple(prev.shape) != k_shape:
                 raise ValueError(
                     f"model_fn output per row changed from {list(prev.shape)} to {list(k_shape)}"
                 )
+            elif prev.device != y_full.device or prev.dtype != acc:
+                prev = prev.to(device=y_full.device, dtype=acc)
             empties = ema_prefix(y_full, prev, self.alpha)  # y_empty after each row's update
-            chain = torch.cat([empties.unsqueeze(1), coalitions, y_full.unsqueeze(1)], 1)
+            chain = torch.cat([empties.unsqueeze(0), coalitions, y_full.unsqueeze(0)])
             y_empty = empties[-1]
-        losses = self._loss(chain.reshape(b * (d + 1), *k_shape), y, d + 1)  # [B, d+1]
-        by_position = losses[:, :-1] - losses[:, 1:]
-        delta = torch.zeros_like(by_position).scatter_(1, perm.to(X.device), by_position)
+        losses = self._group_loss(chain, y, acc)  # [d + 1, B], by position in the chain
+        by_position = losses[:-1] - losses[1:]  # [d, B]
+        delta = by_position.t().gather(1, perm.to(rank.device))  # delta[b, j] = by_position[rank[b, j], b]
         if y_empty is not None:
-            self.y_empty = y_empty.detach().to("cpu", torch.float64).clone()
+            self.y_empty = y_empty  # stays on the device of the outputs
         return delta
+
+    def _plan(self, b: int, X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Cached per ``(B, dtype, device)``: the input buffer ``[1 + G m, B, d]``, the coalition
+        size of every imputed group as ``[G m, 1, 1]`` (on ``X``'s device) and the positions
+        ``0..d-1`` as ``[B, d]`` (for the inverse permutation)."""
+        key = (b, X.dtype, X.device)
+        if self._plan_key != key:
+            d, m = self.n_features, self.n_samples
+            first = 0 if self.empty_prediction == "imputed" else 1
+            rows = (d - first) * m
+            sizes = torch.arange(first, d).repeat_interleave(m).view(rows, 1, 1)
+            self._plan_cache = (
+                torch.empty(1 + rows, b, d, dtype=X.dtype, device=X.device),
+                sizes.to(X.device),
+                torch.arange(d).expand(b, d),
+            )
+            self._plan_key = key
+        return self._plan_cache
+
+    def _impute_into(
+        self, out: torch.Tensor, X: torch.Tensor, rank: torch.Tensor, sizes: torch.Tensor
+    ) -> None:
+        """Write the imputed rows, group-major ``[G m, B, d]``, into ``out``: group ``r`` of row
+        ``b`` keeps the features ``j`` with ``rank[b, j] < sizes[r]``.
+
+        The imputer gets ``mask [B, G m, d]`` and its draws fill ``(b, r)`` in that order. For
+        the built-in marginal imputer on a reservoir the same draws (the same slot indices, the
+        same random numbers) are gathered straight into group-major order instead."""
+        b, d = X.shape
+        rows = out.shape[0]
+        storage = self.storage
+        imputer = self.imputer
+        data = None
+        if type(imputer) is MarginalImputer and isinstance(storage, _Reservoir):
+            data = storage._data
+        if data is not None:
+            present = rank.view(1, b, d) < sizes  # [G m, B, d]: True = feature present
+            if imputer.mode == "joint":  # draw t fills (b, r) = divmod(t, G m)
+                idx = storage.sample_indices(b * rows).view(b, rows).t()
+                drawn = data.index_select(0, idx.reshape(-1)).view(rows, b, d)
+            else:  # product: draw t fills (b, r, j) in that order, feature j of its row
+                idx = storage.sample_indices(b * rows * d).view(b, rows, d).transpose(0, 1)
+                feature = torch.arange(d, device=idx.device)
+                drawn = data.view(-1).take(torch.add(feature, idx, alpha=d))
+            if drawn.dtype != X.dtype or drawn.device != X.device:
+                drawn = drawn.to(device=X.device, dtype=X.dtype)
+            torch.where(present, X, drawn, out=out)
+            return
+        mask = rank.view(b, 1, d) < sizes.view(1, rows, 1)  # [B, G m, d]
+        imputed = imputer.impute(X, mask, storage)
+        if imputed.shape != (b, rows, d):
+            raise ValueError(f"imputer returned {list(imputed.shape)}, expected [{b}, {rows}, {d}]")
+        out.copy_(imputed.transpose(0, 1))
 
     def _extra_state(self) -> dict[str, Any]:
         return {
