@@ -24,11 +24,19 @@ from river import linear_model
 from torchstream.evaluate import Accuracy, Evaluator
 from torchstream.learners import RiverLearner
 from torchstream.models.distributional import ProbitHead
+from torchstream.reproduce import Comparison
 from torchstream.select import FIRES, FIRESSelector
 from torchstream.sinks import History
 from torchstream.streams import data_path, read_csv
 
 PUBLISHED = {"accuracy": 0.742, "stability": 0.901}
+
+#: Quick mode runs one cell of the grid (batch 50, fraction 0.1) instead of the mean over the 12
+#: cells. Over the full grid the cells spread 0.724-0.768 in accuracy and 0.898-0.974 in
+#: stability here, so a single cell may sit that far from the grid mean: tolerances 0.03 and 0.05.
+TOLERANCE = {"accuracy": 0.03, "stability": 0.05}
+QUICK_GRID = [(50, 0.1)]
+FULL_GRID = [(b, f) for b in (25, 50, 75, 100) for f in (0.1, 0.15, 0.2)]
 
 
 def one_run(stream, batch_size: int, fraction: float) -> tuple[float, float, float]:
@@ -47,25 +55,38 @@ def one_run(stream, batch_size: int, fraction: float) -> tuple[float, float, flo
     return result.metrics["accuracy"], float(np.mean(stab)), 1000 * seconds / result.n_steps
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="batch size 50, fraction 0.1 only")
-    parser.add_argument("--data", default=None, help="spambase.csv (default: the shared data)")
-    args = parser.parse_args()
+def grid_means(grid, path=None, echo=None) -> dict[str, float]:
     torch.set_num_threads(1)
-    stream = read_csv(args.data or data_path("spambase.csv"), "class", task="classification")
-    grid = [(50, 0.1)] if args.quick else [(b, f) for b in (25, 50, 75, 100)
-                                           for f in (0.1, 0.15, 0.2)]
-    print(f"{'batch':>6}{'fraction':>10}{'accuracy':>10}{'stability':>11}{'ms/step':>9}")
+    stream = read_csv(path or data_path("spambase.csv"), "class", task="classification")
     accs, stabs = [], []
     for b, f in grid:
         acc, stab, ms = one_run(stream, b, f)
         accs.append(acc)
         stabs.append(stab)
-        print(f"{b:>6}{f:>10.2f}{acc:>10.4f}{stab:>11.4f}{ms:>9.2f}")
+        if echo:
+            echo(f"{b:>6}{f:>10.2f}{acc:>10.4f}{stab:>11.4f}{ms:>9.2f}")
+    return {"accuracy": float(np.mean(accs)), "stability": float(np.mean(stabs))}
+
+
+def reproduce(quick: bool = True) -> list[Comparison]:
+    ours = grid_means(QUICK_GRID if quick else FULL_GRID)
+    why = "one grid cell (quick)" if quick else "mean over the 12 grid cells"
+    return [Comparison("mean accuracy", ours["accuracy"], PUBLISHED["accuracy"],
+                       TOLERANCE["accuracy"], why),
+            Comparison("mean stability (r=10)", ours["stability"], PUBLISHED["stability"],
+                       TOLERANCE["stability"], why)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="batch size 50, fraction 0.1 only")
+    parser.add_argument("--data", default=None, help="spambase.csv (default: the shared data)")
+    args = parser.parse_args()
+    print(f"{'batch':>6}{'fraction':>10}{'accuracy':>10}{'stability':>11}{'ms/step':>9}")
+    ours = grid_means(QUICK_GRID if args.quick else FULL_GRID, args.data, print)
     print(f"\n{'Spambase, FIRES-GLM':<24}{'torchstream':>12}{'paper':>8}")
-    print(f"{'mean accuracy':<24}{np.mean(accs):>12.3f}{PUBLISHED['accuracy']:>8.3f}")
-    print(f"{'mean stability (r=10)':<24}{np.mean(stabs):>12.3f}{PUBLISHED['stability']:>8.3f}")
+    print(f"{'mean accuracy':<24}{ours['accuracy']:>12.3f}{PUBLISHED['accuracy']:>8.3f}")
+    print(f"{'mean stability (r=10)':<24}{ours['stability']:>12.3f}{PUBLISHED['stability']:>8.3f}")
 
 
 if __name__ == "__main__":

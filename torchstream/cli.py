@@ -82,6 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
     from torchstream.sweep import add_parser as add_sweep
 
     add_sweep(sub)
+    from torchstream.reproduce import add_parser as add_reproduce
+
+    add_reproduce(sub)
     sub.add_parser("list", help="list the built-in streams, model specs and river models")
     return parser
 
@@ -280,6 +283,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from torchstream.sweep import sweep_command
 
         return sweep_command(args)
+    if args.command == "reproduce":
+        from torchstream.reproduce import reproduce_command
+
+        return reproduce_command(args)
     return _list()
 
 
