@@ -1,4 +1,5 @@
-"""Learners by name, for the command line and sweeps: our model specs and river models."""
+"""Learners by name, for the command line and sweeps: our model specs, river models and the
+Dynamic Model Tree (``"dmt"``)."""
 
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ def available_learners() -> list[str]:
     """Our model specs followed by the river models."""
     from torchstream.models import available_specs
 
-    return [*available_specs(), *RIVER_MODELS]
+    return [*available_specs(), *RIVER_MODELS, "dmt"]
 
 
 def make_learner(name: str, stream: Any, *, seed: int = 0, device: str = "auto",
@@ -56,6 +57,10 @@ def make_learner(name: str, stream: Any, *, seed: int = 0, device: str = "auto",
     from torchstream.learners.river_learner import RiverLearner
     from torchstream.models import load_spec
 
+    if name == "dmt":
+        from torchstream.trees import DynamicModelTree
+
+        return DynamicModelTree.for_stream(stream)
     if name in RIVER_MODELS:
         try:
             model = _river_models()[name](stream.task)
