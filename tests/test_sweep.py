@@ -103,3 +103,30 @@ def test_bad_configs_fail_before_any_run(tmp_path, text, message):
     with pytest.raises(SystemExit, match=message):
         main(["sweep", str(path)])
     assert not out.exists()
+
+
+def test_the_same_grid_on_a_local_ray(tmp_path):
+    pytest.importorskip("ray")
+    local = run_sweep(load_sweep(write(tmp_path, GRID.format(workers=1, out=tmp_path / "a"))),
+                      echo=lambda s: None)
+    config = load_sweep(write(tmp_path, GRID.format(workers=2, out=tmp_path / "b")))
+    on_ray = run_sweep(config, executor="ray", echo=lambda s: None)
+    assert (on_ray["status"] == "ok").all()
+    cols = ["run_id", "n_rows", "accuracy", "log_loss", "ipfi/salary"]
+    assert on_ray[cols].equals(local[cols])  # the same seeded runs, wherever they ran
+
+
+def test_ray_address_that_does_not_answer_fails_before_any_run(tmp_path):
+    pytest.importorskip("ray")
+    out = tmp_path / "never"
+    path = write(tmp_path, f"""
+[sweep]
+executor = "ray"
+ray_address = "127.0.0.1:1"
+out = "{out}"
+[run]
+n_samples = 100
+""")
+    with pytest.raises(SystemExit, match="does not answer"):
+        main(["sweep", str(path)])
+    assert not out.exists()

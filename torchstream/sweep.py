@@ -241,6 +241,13 @@ def run_sweep(config: SweepConfig, *, executor: str | None = None,
 
     executor = executor or config.executor
     runs = check_runs(config)
+    if executor == "ray":
+        try:
+            import ray  # noqa: F401
+        except ImportError:
+            raise ValueError("executor 'ray' needs Ray: pip install 'torchstream[ray]'") from None
+        if config.ray_address and config.ray_address != "auto":
+            _check_reachable(config.ray_address)
     config.out.mkdir(parents=True, exist_ok=True)
     todo = [s for s in runs if not (config.out / s.run_id / "result.json").exists()]
     echo(f"sweep {config.name}: {len(runs)} runs, {len(runs) - len(todo)} already finished, "
@@ -313,6 +320,22 @@ def _run_ray(jobs: list[tuple[list[str], str]], config: SweepConfig) -> list[dic
     finally:
         if started:
             ray.shutdown()
+
+
+def _check_reachable(address: str, timeout: float = 5.0) -> None:
+    """Fail fast (instead of Ray's minutes of retries) when nothing listens at ``address``
+    (``host:port`` or ``ray://host:port``)."""
+    import socket
+
+    hostport = address.split("://", 1)[-1].rsplit("/", 1)[0]
+    host, _, port = hostport.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"ray_address {address!r} is not host:port or ray://host:port")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout):
+            pass
+    except OSError as e:
+        raise ValueError(f"the Ray address {address!r} does not answer ({e})") from None
 
 
 def add_parser(sub: Any) -> None:

@@ -1,10 +1,26 @@
-"""Incremental explanations: iPFI, iSAGE, iPDP and their building blocks."""
+"""Explanations on streams: incremental global explainers (iPFI, iSAGE, iPDP) and their building
+blocks; local attributions through captum with streaming baselines, and the ablation test."""
 
+from torchstream.explain.ablation import AblationResult, ablation_test, compare_attributions
+from torchstream.explain.baselines import (
+    BASELINES,
+    Baseline,
+    BlurredBaseline,
+    ConstantBaseline,
+    EWMABaseline,
+    ExpectationBaseline,
+    GaussianBaseline,
+    MaxDistanceBaseline,
+    NeutralBaseline,
+    UniformBaseline,
+    make_baseline,
+)
 from torchstream.explain.conditional import ConditionalTreeSampler
 from torchstream.explain.imputers import MarginalImputer
 from torchstream.explain.ipdp import IncrementalPDP
 from torchstream.explain.ipfi import IncrementalPFI
 from torchstream.explain.isage import IncrementalSAGE
+from torchstream.explain.local import METHODS, LocalAttribution, LocalExplainer
 from torchstream.explain.smoothing import ExponentialSmoother, alpha_for_window
 from torchstream.explain.storage import (
     FrequencyStorage,
@@ -15,16 +31,33 @@ from torchstream.explain.storage import (
 )
 
 __all__ = [
+    "BASELINES",
+    "METHODS",
+    "AblationResult",
+    "Baseline",
+    "BlurredBaseline",
     "ConditionalTreeSampler",
+    "ConstantBaseline",
+    "EWMABaseline",
+    "ExpectationBaseline",
     "ExponentialSmoother",
     "FrequencyStorage",
     "FreshSampler",
+    "GaussianBaseline",
     "GeometricReservoir",
     "IncrementalPDP",
     "IncrementalPFI",
     "IncrementalSAGE",
+    "LocalAttribution",
+    "LocalExplainer",
     "MarginalImputer",
+    "MaxDistanceBaseline",
+    "NeutralBaseline",
     "RollingExtremes",
+    "UniformBaseline",
     "UniformReservoir",
+    "ablation_test",
     "alpha_for_window",
+    "compare_attributions",
+    "make_baseline",
 ]

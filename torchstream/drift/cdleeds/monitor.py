@@ -1,0 +1,242 @@
+"""A runner plug-in that keeps local attributions valid on a stream: CDLEEDS decides which
+monitored observations need their attributions recomputed (CIKM 2022, experiment 2).
+
+Per batch (test -> explain -> learn order, the learner as it was before learning the batch)::
+
+    phi0 = f_t(b_t)                       # the model at the EWMA of the inputs (beta = 0.001)
+    cdleeds.update(X, f_t(X), phi0)
+    change = cdleeds.detect_local_change()
+    recompute the attributions of the monitored rows in change.recompute
+    b_{t+1} <- EWMA update with X         # b_0 = the mean of the first batch
+
+The share of recomputations saved is ``1 - recomputed / (n_monitored * steps)``: the naive
+alternative recomputes every monitored attribution at every step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from torchstream.drift.cdleeds.detector import CDLEEDS
+from torchstream.explain.baselines import Baseline, EWMABaseline
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+__all__ = ["LocalChangeMonitor"]
+
+
+class LocalChangeMonitor:
+    """CDLEEDS plus the stored local attributions of monitored observations.
+
+    Parameters
+    ----------
+    detector
+        A :class:`~torchstream.drift.cdleeds.CDLEEDS` (default: the paper's settings).
+    explainer
+        A :class:`~torchstream.explain.local.LocalExplainer` whose model is the evaluated
+        learner (or the same function); ``None``: only count what would be recomputed.
+    monitored
+        The observations ``[n, m]`` to keep explained, or a number ``n``: the first ``n`` rows
+        of the stream (taken from the first batches).
+    beta
+        EWMA rate of the baseline input ``b_t``.
+    baseline
+        Another static, deterministic baseline input (e.g. a
+        :class:`~torchstream.explain.baselines.ConstantBaseline`) instead of the EWMA; it is
+        updated with every batch after the batch is processed (the first batch: before).
+    log_attributions
+        How many monitored observations log their attributions as scalars
+        (``<name>/attribution/<i>/<feature>``).
+    feature_names
+        For those scalars (default ``x0..``).
+    name
+        Plug-in name (scalar prefix).
+
+    Attributes
+    ----------
+    attributions
+        The stored attributions ``[n, m]`` (None before the monitored set is complete or
+        without an explainer).
+    computed_at
+        The step at which each stored attribution was (re)computed ``[n]``.
+    n_recomputed, n_possible
+        Recomputations done and the naive count (``n`` per step after the initial one).
+    drift_detected
+        The detector's global alert at the last step.
+    """
+
+    def __init__(
+        self,
+        detector: CDLEEDS | None = None,
+        explainer: Any = None,
+        *,
+        monitored: torch.Tensor | int = 100,
+        beta: float = 0.001,
+        baseline: Baseline | None = None,
+        log_attributions: int = 3,
+        feature_names: Any = None,
+        name: str = "cdleeds",
+    ) -> None:
+        self.detector = detector if detector is not None else CDLEEDS()
+        self.explainer = explainer
+        if isinstance(monitored, int) and not isinstance(monitored, bool):
+            if monitored < 1:
+                raise ValueError(f"monitored must be >= 1 rows, got {monitored}")
+            self._wanted, self._rows = monitored, None
+        else:
+            rows = torch.as_tensor(monitored)
+            if rows.dim() != 2 or rows.shape[0] == 0:
+                raise ValueError(
+                    f"monitored must be rows [n, m] or a count, got shape {list(rows.shape)}"
+                )
+            self._wanted, self._rows = rows.shape[0], rows.clone()
+        self._pending: list[torch.Tensor] = []
+        if baseline is not None and (
+            baseline.stochastic or not baseline.static or baseline.needs_model
+        ):
+            raise ValueError(f"baseline must be static and deterministic, got {baseline!r}")
+        self.baseline = baseline if baseline is not None else EWMABaseline(beta)
+        self.log_attributions = int(log_attributions)
+        self.feature_names = feature_names
+        self.name = name
+        self.attributions: torch.Tensor | None = None
+        self.computed_at: torch.Tensor | None = None
+        self.n_recomputed = 0
+        self.n_possible = 0
+        self.drift_detected = False
+        self._started = False
+
+    # ------------------------------------------------------------------ helpers
+    @property
+    def monitored(self) -> torch.Tensor | None:
+        return self._rows if self._started else None
+
+    @property
+    def saved_share(self) -> float:
+        """``1 - recomputed / possible`` (NaN before the first comparison)."""
+        return float("nan") if self.n_possible == 0 else 1.0 - self.n_recomputed / self.n_possible
+
+    def _collect(self, X: torch.Tensor) -> None:
+        if self._rows is None:
+            have = sum(int(p.shape[0]) for p in self._pending)
+            self._pending.append(X[: self._wanted - have].detach().clone())
+            if have + self._pending[-1].shape[0] >= self._wanted:
+                self._rows = torch.cat(self._pending)
+                self._pending = []
+
+    def _explain(self, rows: torch.Tensor) -> torch.Tensor:
+        return self.explainer.attribute(rows).attributions.detach()
+
+    # ------------------------------------------------------------------ plug-in
+    def on_batch(self, batch: Any) -> dict[str, float]:
+        X, y_pred, model = batch.X, batch.y_pred, batch.learner
+        fresh = self.baseline.n_seen == 0
+        if fresh:  # b_0 = the mean of the first batch
+            self.baseline.update(X)
+        b = self.baseline(X[:1]).to(device=X.device, dtype=X.dtype)
+        with torch.no_grad():
+            phi0 = torch.as_tensor(model(b)).detach()
+        phi0 = phi0.reshape(-1) if phi0.dim() == 2 else phi0.reshape(())
+        self.detector.update(X, y_pred, phi0)
+        self.drift_detected = self.detector.drift_detected
+        out: dict[str, float] = {
+            "drift": float(self.drift_detected),
+            "n_leaves": float(self.detector.n_leaves),
+        }
+        recomputed = 0
+        if not self._started:
+            self._collect(X)
+            if self._rows is not None:
+                self._rows = self._rows.to(X.device, X.dtype)
+                self.detector.monitor(self._rows)
+                if self.explainer is not None:
+                    self.attributions = self._explain(self._rows)
+                    self.computed_at = torch.full((self._rows.shape[0],), int(batch.step))
+                self._started = True
+            change = self.detector.detect_local_change()
+        else:
+            change = self.detector.detect_local_change()
+            assert change.recompute is not None and self._rows is not None
+            mask = change.recompute.to(self._rows.device)
+            recomputed = int(mask.sum())
+            self.n_recomputed += recomputed
+            self.n_possible += int(self._rows.shape[0])
+            if recomputed and self.explainer is not None and self.attributions is not None:
+                self.attributions[mask.to(self.attributions.device)] = self._explain(
+                    self._rows[mask]
+                ).to(self.attributions.dtype)
+                assert self.computed_at is not None
+                self.computed_at[mask.cpu()] = int(batch.step)
+        out["changed_leaves"] = float(change.change.sum())
+        out["recomputed"] = float(recomputed)
+        out["saved_share"] = self.saved_share
+        p = self.detector.global_p_values
+        out["global_p"] = float(p.nan_to_num(1.0).min()) if p.numel() else float("nan")
+        explainer = self.explainer
+        if hasattr(explainer, "update") and getattr(explainer, "update_baseline", True):
+            explainer.update(X)
+        if not fresh:
+            self.baseline.update(X)
+        if self.attributions is not None and self.log_attributions:
+            from torchstream.explain._base import feature_names_for
+
+            names = feature_names_for(self.feature_names, self.attributions.shape[1])
+            for i in range(min(self.log_attributions, self.attributions.shape[0])):
+                for j, v in enumerate(self.attributions[i].tolist()):
+                    out[f"attribution/{i}/{names[j]}"] = v
+        return {f"{self.name}/{k}": v for k, v in out.items()}
+
+    def figures(self) -> dict[str, Figure]:
+        """The neighbourhoods (first two features) with flagged leaves, and the stored
+        attributions of the monitored observations."""
+        from torchstream.sinks.local_plots import plot_attributions, plot_neighbourhoods
+
+        figs: dict[str, Figure] = {}
+        if self.detector.tree is not None:
+            figs[f"{self.name}/neighbourhoods"] = plot_neighbourhoods(self.detector)
+        if self.attributions is not None:
+            figs[f"{self.name}/attributions"] = plot_attributions(
+                self.attributions, feature_names=self.feature_names
+            )
+        return figs
+
+    # ------------------------------------------------------------------ state
+    def state_dict(self) -> dict[str, Any]:
+        clone = lambda t: None if t is None else t.clone()
+        return {
+            "detector": self.detector.state_dict(),
+            "explainer": None
+            if self.explainer is None or not hasattr(self.explainer, "state_dict")
+            else self.explainer.state_dict(),
+            "baseline": self.baseline.state_dict(),
+            "rows": clone(self._rows),
+            "pending": [p.clone() for p in self._pending],
+            "started": self._started,
+            "attributions": clone(self.attributions),
+            "computed_at": clone(self.computed_at),
+            "n_recomputed": self.n_recomputed,
+            "n_possible": self.n_possible,
+            "drift_detected": self.drift_detected,
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.detector.load_state_dict(state["detector"])
+        if state["explainer"] is not None and self.explainer is not None:
+            self.explainer.load_state_dict(state["explainer"])
+        self.baseline.load_state_dict(state["baseline"])
+        clone = lambda t: None if t is None else torch.as_tensor(t).clone()
+        self._rows = clone(state["rows"])
+        self._pending = [torch.as_tensor(p).clone() for p in state["pending"]]
+        self._started = bool(state["started"])
+        self.attributions = clone(state["attributions"])
+        self.computed_at = clone(state["computed_at"])
+        self.n_recomputed = int(state["n_recomputed"])
+        self.n_possible = int(state["n_possible"])
+        self.drift_detected = bool(state["drift_detected"])
+
+    def __repr__(self) -> str:
+        return f"LocalChangeMonitor({self.detector!r}, monitored={self._wanted})"
