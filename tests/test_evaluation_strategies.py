@@ -354,3 +354,14 @@ def test_errors_inside_measures_propagate():
     with pytest.raises(RuntimeError, match="measure failed"):
         Evaluator(Constant(), stream_700_of_1000(), batch_size=50,
                   step_measures=[broken]).run()
+
+
+def test_memory_per_step_and_model_complexity():
+    stream = SEA(seed=3, n_samples=200)
+    learner = OnlineLearner(lambda d, k: MLP(d, k, hidden=(8,)), lr=0.05, seed=0)
+    result = Evaluator(learner, stream, batch_size=20, track_memory=True).run()
+    frame = result.to_frame()
+    assert (frame["memory_mb"] > 0).all() and len(frame) == 10
+    # MLP 3 -> 8 -> 2 with biases: 3*8 + 8 + 8*2 + 2 = 50 parameters
+    assert result.metrics["n_parameters"] == 50
+    assert "n_parameters" not in Evaluator(Constant(), stream).run().metrics

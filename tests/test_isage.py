@@ -54,7 +54,7 @@ def correlate(z, chol):
     """``z @ chol.T`` without a matmul (small float64 matmuls are slow on some CPU builds)."""
     if torch.equal(chol, torch.diag(torch.diagonal(chol))):
         return z * torch.diagonal(chol)
-    return sum(z[:, j:j + 1] * chol[:, j] for j in range(chol.shape[1]))
+    return sum(z[:, j : j + 1] * chol[:, j] for j in range(chol.shape[1]))
 
 
 def gaussian_fresh(mu, cov, seed):
@@ -107,7 +107,7 @@ def moments(beta, cov, m, empty="ema", sigma_eps=SIGMA_EPS):
     perms = list(itertools.permutations(range(d)))
     for perm in perms:
         for p, i in enumerate(perm):
-            S, T = perm[:p], perm[:p + 1]
+            S, T = perm[:p], perm[: p + 1]
             mu_ = var(S) - var(T)
             v = 2 * var(S) ** 2 + 2 * var(T) ** 2 - 4 * cov_(S, T) ** 2
             mean[i] += mu_ / len(perms)
@@ -148,8 +148,9 @@ def regression_model(Z):
     return Z[:, 0] * Z[:, 1] + torch.sin(2 * Z[:, 2]) - Z[:, 3] ** 2
 
 
-@pytest.mark.parametrize(("model", "loss"), [(softmax_model, "cross_entropy"),
-                                             (regression_model, "mse")])
+@pytest.mark.parametrize(
+    ("model", "loss"), [(softmax_model, "cross_entropy"), (regression_model, "mse")]
+)
 def test_check10_efficiency_exact_at_every_step(model, loss):
     """sum_i phi_t(i) = EMA of l(y_empty_t, y_t) - l(f(x_t), y_t), y_empty_t the mean-prediction
     EMA after its update at row t (started at the first output), at every step (float64)."""
@@ -171,7 +172,7 @@ def test_check10_efficiency_exact_at_every_step(model, loss):
             continue
         for b in range(48):
             y_empty = out[b] if y_empty is None else (1 - alpha) * y_empty + alpha * out[b]
-            gap = lf(y_empty[None], y[b:b + 1]) - lf(out[b:b + 1], y[b:b + 1])
+            gap = lf(y_empty[None], y[b : b + 1]) - lf(out[b : b + 1], y[b : b + 1])
             ref = (1 - alpha) * ref + alpha * float(gap)
         assert abs(float(isage.importance_raw.sum()) - ref) <= 1e-9 * max(1.0, abs(ref))
         torch.testing.assert_close(isage.y_empty, y_empty, rtol=1e-12, atol=1e-12)
@@ -181,6 +182,7 @@ def test_check10_efficiency_exact_at_every_step(model, loss):
 def test_single_feature(empty):
     """d = 1: no coalition strictly between the empty and the full set; efficiency still holds
     (the one contribution is l(y_empty) - l(f(x)))."""
+
     def model(Z):
         return 2 * Z[:, 0]
 
@@ -210,8 +212,16 @@ def test_check11_finite_m_bias_independent_features(m, imputer, expected):
     assert formula == pytest.approx(list(expected), abs=1e-12)
     mean, var = moments(BETA3, diag(SD3), m)
     torch.testing.assert_close(mean, t64(expected), rtol=0, atol=1e-12)
-    isage = IncrementalSAGE(linear(BETA3), "mse", d, alpha=alpha, n_samples=m, imputer=imputer,
-                            storage=gaussian_fresh([0.0] * d, diag(SD3), seed=m), seed=7)
+    isage = IncrementalSAGE(
+        linear(BETA3),
+        "mse",
+        d,
+        alpha=alpha,
+        n_samples=m,
+        imputer=imputer,
+        storage=gaussian_fresh([0.0] * d, diag(SD3), seed=m),
+        seed=7,
+    )
     for X, y in gaussian_batches(n_batches, batch, BETA3, diag(SD3), seed=11 + m):
         isage.explain(X, y)
     tol = 5 * var.sqrt() * ema_sd(alpha, batch * n_batches) + 2 * alpha * sum(a) / d
@@ -243,9 +253,16 @@ def test_check11_null_feature_and_imputed_empty_prediction(m, empty, expected):
     assert formula == pytest.approx(list(expected), abs=1e-12)
     mean, var = moments(BETA4, diag(SD4), m, empty)
     torch.testing.assert_close(mean, t64(expected), rtol=0, atol=1e-12)
-    isage = IncrementalSAGE(linear(BETA4), "mse", d, alpha=alpha, n_samples=m,
-                            empty_prediction=empty,
-                            storage=gaussian_fresh([0.0] * d, diag(SD4), seed=20 + m), seed=8)
+    isage = IncrementalSAGE(
+        linear(BETA4),
+        "mse",
+        d,
+        alpha=alpha,
+        n_samples=m,
+        empty_prediction=empty,
+        storage=gaussian_fresh([0.0] * d, diag(SD4), seed=20 + m),
+        seed=8,
+    )
     for X, y in gaussian_batches(n_batches, batch, BETA4, diag(SD4), seed=30 + m):
         isage.explain(X, y)
     tol = 5 * var.sqrt() * ema_sd(alpha, batch * n_batches) + 2 * alpha * sum(a) / d
@@ -264,9 +281,17 @@ def test_check12_correlated_features_joint_imputer(empty, expected):
     beta, cov = (0.0, 1.5), [[1.0, rho], [rho, 1.0]]
     mean, var = moments(beta, cov, m, empty)
     torch.testing.assert_close(mean, t64(expected), rtol=0, atol=1e-12)
-    isage = IncrementalSAGE(linear(beta), "mse", d, alpha=alpha, n_samples=m, imputer="joint",
-                            empty_prediction=empty, storage=gaussian_fresh([0.0, 0.0], cov, seed=3),
-                            seed=9)
+    isage = IncrementalSAGE(
+        linear(beta),
+        "mse",
+        d,
+        alpha=alpha,
+        n_samples=m,
+        imputer="joint",
+        empty_prediction=empty,
+        storage=gaussian_fresh([0.0, 0.0], cov, seed=3),
+        seed=9,
+    )
     for X, y in gaussian_batches(n_batches, batch, beta, cov, seed=40):
         isage.explain(X, y)
     tol = 5 * var.sqrt() * ema_sd(alpha, batch * n_batches) + 2 * alpha * 2.25 / d
@@ -289,8 +314,9 @@ def test_check20_reactivity_after_abrupt_change():
     est: dict[int, list[torch.Tensor]] = {D: [] for D in deltas}
     explained: dict[int, int] = {}
     for r in range(runs):
-        isage = IncrementalSAGE(None, "mse", d, alpha=alpha, seed=r,
-                                storage=gaussian_fresh([0.0] * 3, cov, seed=r))
+        isage = IncrementalSAGE(
+            None, "mse", d, alpha=alpha, seed=r, storage=gaussian_fresh([0.0] * 3, cov, seed=r)
+        )
         g = torch.Generator().manual_seed(5000 + r)
         for rows in range(batch, T + deltas[-1] + 1, batch):
             beta = beta_a if rows <= T else beta_b
@@ -307,7 +333,7 @@ def test_check20_reactivity_after_abrupt_change():
         n = explained[D]  # rows explained (D of them after the change)
         w = alpha * (1 - alpha) ** torch.arange(n - 1, -1, -1, dtype=F64)
         c = 1 - (1 - alpha) ** n
-        var = ((w[: n - D] ** 2).sum() * var_a + (w[n - D:] ** 2).sum() * var_b) / c**2
+        var = ((w[: n - D] ** 2).sum() * var_a + (w[n - D :] ** 2).sum() * var_b) / c**2
         tol = 5 * (var / runs).sqrt() + 2 * alpha * 5.25 / d + phi_a.abs() * (1 - alpha) ** (n - D)
         assert bool(((mean - expected).abs() <= tol).all()), (D, mean.tolist(), expected.tolist())
 
@@ -332,7 +358,7 @@ def test_batch_equals_single_rows_with_identical_draws(empty):
     kw = {"alpha": 0.05, "n_samples": 3, "empty_prediction": empty, "seed": 0}
     one = IncrementalSAGE(regression_model, "mse", d, storage=frozen(), **kw)
     for i in range(B):
-        one.explain(X[i:i + 1], y[i:i + 1])
+        one.explain(X[i : i + 1], y[i : i + 1])
     many = IncrementalSAGE(regression_model, "mse", d, storage=frozen(), **kw)
     many.explain(X, y)
     torch.testing.assert_close(many.importance, one.importance, rtol=1e-10, atol=1e-12)
@@ -349,8 +375,16 @@ def test_one_model_call_per_batch_and_chunks():
         return regression_model(Z)
 
     def run(chunk, empty="ema"):
-        isage = IncrementalSAGE(model, "mse", 4, alpha=0.1, n_samples=2, chunk_size=chunk,
-                                empty_prediction=empty, seed=3)
+        isage = IncrementalSAGE(
+            model,
+            "mse",
+            4,
+            alpha=0.1,
+            n_samples=2,
+            chunk_size=chunk,
+            empty_prediction=empty,
+            seed=3,
+        )
         g = torch.Generator().manual_seed(1)
         for _ in range(4):
             X = torch.randn(32, 4, generator=g, dtype=F64)
@@ -373,17 +407,28 @@ class ProtocolImputer(MarginalImputer):
     (the explainer gathers the draws itself only for the exact built-in class)."""
 
 
-@pytest.mark.parametrize(("imputer", "m", "dtype"),
-                         [("joint", 1, F64), ("joint", 3, torch.float32), ("product", 2, F64)])
+@pytest.mark.parametrize(
+    ("imputer", "m", "dtype"), [("joint", 1, F64), ("joint", 3, torch.float32), ("product", 2, F64)]
+)
 @pytest.mark.parametrize("empty", ["ema", "imputed"])
 def test_direct_gather_equals_the_imputer_protocol(imputer, m, dtype, empty):
     """Explaining with imputer="joint" / "product" (draws gathered straight into the model
     input) and with the same imputer called through its protocol (a [B, G m, d] mask, the
     result copied in) consume the same random numbers, so everything agrees bit for bit,
     including the mean over the m inner samples of [n, k] outputs."""
+
     def make(imp):
-        return IncrementalSAGE(softmax_model, "cross_entropy", 4, alpha=0.05, storage_size=30,
-                               n_samples=m, imputer=imp, empty_prediction=empty, seed=2)
+        return IncrementalSAGE(
+            softmax_model,
+            "cross_entropy",
+            4,
+            alpha=0.05,
+            storage_size=30,
+            n_samples=m,
+            imputer=imp,
+            empty_prediction=empty,
+            seed=2,
+        )
 
     fast, protocol = make(imputer), make(ProtocolImputer(imputer))
     g = torch.Generator().manual_seed(4)
@@ -416,8 +461,16 @@ def test_contributions_from_the_model_input(imputer):
         seen.append(Z.clone())
         return regression_model(Z)
 
-    isage = IncrementalSAGE(model, "mse", d, alpha=0.1, storage_size=40, imputer=imputer,
-                            empty_prediction="imputed", seed=5)
+    isage = IncrementalSAGE(
+        model,
+        "mse",
+        d,
+        alpha=0.1,
+        storage_size=40,
+        imputer=imputer,
+        empty_prediction="imputed",
+        seed=5,
+    )
     isage.explain(stored, torch.zeros(40, dtype=F64))  # only fills the storage
     recorded = []
     isage.smoother.update = recorded.append  # the contributions [B, d] of the next batch
@@ -434,8 +487,7 @@ def test_contributions_from_the_model_input(imputer):
         present = Z[1:, b] > 0  # [size, d]
         assert present.sum(1).tolist() == list(range(d))
         for s in range(d):
-            kept = torch.equal(Z[1 + s, b][present[s]], X[b][present[s]])
-            assert kept
+            assert torch.equal(Z[1 + s, b][present[s]], X[b][present[s]])
             if imputer == "joint" and s < d - 1:
                 row = ((stored - Z[1 + s, b]).abs()[:, ~present[s]].sum(1) == 0).nonzero()
                 assert row.numel() >= 1  # all absent values from one stored row
@@ -477,11 +529,18 @@ def test_agrees_with_the_sage_package():
         return Z[:, 0] + Z[:, 1] * Z[:, 2] + 0.5 * torch.sin(2 * Z[:, 2])
 
     est = sage.PermutationEstimator(
-        sage.MarginalImputer(lambda x: model(torch.from_numpy(x)).numpy(), data.numpy()), "mse",
+        sage.MarginalImputer(lambda x: model(torch.from_numpy(x)).numpy(), data.numpy()),
+        "mse",
         random_state=0,
     )
-    ref = est(data.numpy(), target.numpy(), batch_size=512, n_permutations=512 * 20,
-              detect_convergence=False, bar=False)
+    ref = est(
+        data.numpy(),
+        target.numpy(),
+        batch_size=512,
+        n_permutations=512 * 20,
+        detect_convergence=False,
+        bar=False,
+    )
     phi_sage, sd_sage = t64(ref.values), t64(ref.std)
 
     def W(S):
@@ -501,18 +560,32 @@ def test_agrees_with_the_sage_package():
 
     alpha, batch, n_batches = 6e-5, 256, 500
     for empty, expected in (("ema", phi_sage - psi / m), ("imputed", phi_sage + psi_imp / m)):
-        isage = IncrementalSAGE(model, "mse", d, alpha=alpha, n_samples=m, empty_prediction=empty,
-                                storage=FreshSampler(from_data, d, seed=1), seed=2)
+        isage = IncrementalSAGE(
+            model,
+            "mse",
+            d,
+            alpha=alpha,
+            n_samples=m,
+            empty_prediction=empty,
+            storage=FreshSampler(from_data, d, seed=1),
+            seed=2,
+        )
         for _ in range(n_batches):
             idx = torch.randint(N, (batch,), generator=g)
             isage.explain(data[idx], target[idx])
         # 5 sd each: iSAGE's Chebyshev half-width at delta = 1/25 is 5 sqrt(sigma^2 a/(2-a)),
         # sigma^2 the EMA of squared deviations of the contributions; sage's std of its mean
-        tol = (torch.sqrt(isage.half_width(1 / 25) ** 2 + (5 * sd_sage) ** 2)
-               + 2 * alpha * phi_sage.sum())
+        tol = (
+            torch.sqrt(isage.half_width(1 / 25) ** 2 + (5 * sd_sage) ** 2)
+            + 2 * alpha * phi_sage.sum()
+        )
         err = (isage.importance - expected).abs()
-        assert bool((err <= tol).all()), (empty, isage.importance.tolist(), expected.tolist(),
-                                          tol.tolist())
+        assert bool((err <= tol).all()), (
+            empty,
+            isage.importance.tolist(),
+            expected.tolist(),
+            tol.tolist(),
+        )
 
 
 # ---------------------------------------------------------------------------------- river
@@ -534,8 +607,17 @@ def test_river_and_torch_models_give_the_same_values():
 @pytest.mark.parametrize(("empty", "imputer"), [("ema", "joint"), ("imputed", "product")])
 def test_checkpoint_resume_is_bit_exact(empty, imputer):
     def make(seed):
-        return IncrementalSAGE(softmax_model, "cross_entropy", 4, alpha=0.02, storage_size=40,
-                               n_samples=2, empty_prediction=empty, imputer=imputer, seed=seed)
+        return IncrementalSAGE(
+            softmax_model,
+            "cross_entropy",
+            4,
+            alpha=0.02,
+            storage_size=40,
+            n_samples=2,
+            empty_prediction=empty,
+            imputer=imputer,
+            seed=seed,
+        )
 
     g = torch.Generator().manual_seed(6)
     batches = []
@@ -565,7 +647,7 @@ def test_bad_arguments_raise():
 
 
 def test_bad_inputs_and_outputs_raise():
-    (X, y), = gaussian_batches(1, 8, BETA3, diag(SD3), seed=0)
+    ((X, y),) = gaussian_batches(1, 8, BETA3, diag(SD3), seed=0)
     isage = IncrementalSAGE(linear(BETA3), "mse", 3, seed=0)
     with pytest.raises(ValueError, match="n_features=3"):
         isage.explain(torch.cat([X, X], 1), y)
@@ -585,7 +667,7 @@ def test_bad_inputs_and_outputs_raise():
 
 
 def test_inputs_are_not_mutated():
-    (X, y), = gaussian_batches(1, 16, BETA3, diag(SD3), seed=0)
+    ((X, y),) = gaussian_batches(1, 16, BETA3, diag(SD3), seed=0)
     Xc, yc = X.clone(), y.clone()
     isage = IncrementalSAGE(linear(BETA3), "mse", 3, alpha=0.1, n_samples=2, seed=0)
     isage.explain(X, y)
@@ -605,10 +687,12 @@ def test_plugin_inside_prequential_logs_to_history():
     X = rng.normal(size=(320, 3))
     y = (X[:, 0] + X[:, 1] * X[:, 2] > 0).astype(int)
     stream = from_numpy(X, y, feature_names=["a", "b", "c"], task="classification")
-    learner = OnlineLearner(lambda d, k: MLP(d, k, hidden=(8,)), task="classification", lr=0.01,
-                            seed=0)
-    isage = IncrementalSAGE(None, "cross_entropy", 3, alpha=0.05, feature_names=stream.schema,
-                            seed=0)
+    learner = OnlineLearner(
+        lambda d, k: MLP(d, k, hidden=(8,)), task="classification", lr=0.01, seed=0
+    )
+    isage = IncrementalSAGE(
+        None, "cross_entropy", 3, alpha=0.05, feature_names=stream.schema, seed=0
+    )
     history = History()
     runner = Prequential(learner, stream, batch_size=32, plugins=[isage], sinks=[history])
     runner.run()
@@ -620,10 +704,12 @@ def test_plugin_inside_prequential_logs_to_history():
 
     # the run's checkpoint holds the explainer: stop after 4 steps, resume, same end state
     def fresh_run():
-        lrn = OnlineLearner(lambda d, k: MLP(d, k, hidden=(8,)), task="classification", lr=0.01,
-                            seed=0)
-        exp = IncrementalSAGE(None, "cross_entropy", 3, alpha=0.05, feature_names=stream.schema,
-                              seed=0)
+        lrn = OnlineLearner(
+            lambda d, k: MLP(d, k, hidden=(8,)), task="classification", lr=0.01, seed=0
+        )
+        exp = IncrementalSAGE(
+            None, "cross_entropy", 3, alpha=0.05, feature_names=stream.schema, seed=0
+        )
         return Prequential(lrn, stream, batch_size=32, plugins=[exp]), exp
 
     first, _ = fresh_run()

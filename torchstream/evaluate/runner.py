@@ -27,6 +27,7 @@ import copy
 import math
 import os
 import time
+import tracemalloc
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -153,6 +154,10 @@ class Evaluator:
         :class:`~torchstream.evaluate.measures.MetricSpec` around any scikit-learn or river
         metric, keyword arguments checked when it is built): computed on every tested step,
         kept in the per-step records, and their mean over the tested steps in the results.
+    track_memory
+        Record each step's peak memory in the per-step records (``memory_mb``): Python
+        allocations traced by ``tracemalloc`` (slow; torch's CPU tensors are not traced) plus,
+        on CUDA, the peak of ``torch.cuda.max_memory_allocated``.
     reset_on_drift
         When a plug-in reports ``drift_detected`` (e.g. an
         :class:`~torchstream.drift.ErrorDetector`), reset these predictors (True: all) to their
@@ -182,6 +187,7 @@ class Evaluator:
         seed: int | None = 0,
         reset_on_drift: bool | Sequence[str] = False,
         step_measures: Sequence[Any] = (),
+        track_memory: bool = False,
     ) -> None:
         _check_int(batch_size, "batch_size", 1)
         _check_int(log_every, "log_every", 1)
@@ -245,6 +251,7 @@ class Evaluator:
                              f"known: {self.names}")
         self._initial = {n: copy.deepcopy(self.instances[n][0]) for n in (reset_on_drift or ())}
         self.reset_steps: list[int] = []
+        self.track_memory = bool(track_memory)
         self.step_measures = list(step_measures)
         snames = [getattr(f, "name", None) for f in self.step_measures]
         if any(not isinstance(n, str) for n in snames) or len(set(snames)) != len(snames):
@@ -294,6 +301,10 @@ class Evaluator:
                 sink.log_config(self.run_config())
             self._config_logged = True
         device, dtype = self._device_dtype()
+        started_tracing = False
+        if self.track_memory and not tracemalloc.is_tracing():
+            tracemalloc.start()
+            started_tracing = True
         t0 = time.perf_counter()
         if self.position < self.n_pretrain:
             self._pretrain(device, dtype)
@@ -323,6 +334,8 @@ class Evaluator:
                     t0 = time.perf_counter()
                     saved = self.save(checkpoint_path)  # type: ignore[arg-type]
         finally:
+            if started_tracing:
+                tracemalloc.stop()
             if bar is not None:
                 bar.close()
             self.seconds += time.perf_counter() - t0
@@ -348,6 +361,22 @@ class Evaluator:
             self.position += X.shape[0]
 
     def _one_step(self, X: torch.Tensor, y: torch.Tensor, *, last: bool) -> dict[str, float] | None:
+        if self.track_memory:
+            tracemalloc.reset_peak()
+            if X.is_cuda:
+                torch.cuda.reset_peak_memory_stats(X.device)
+        scalars = self._step(X, y, last=last)
+        if self.track_memory and self.record_steps:
+            peak = tracemalloc.get_traced_memory()[1]
+            if X.is_cuda:
+                peak += torch.cuda.max_memory_allocated(X.device)
+            for row in reversed(self.records):
+                if row["step"] != self.step - 1:
+                    break
+                row["memory_mb"] = peak / 2**20
+        return scalars
+
+    def _step(self, X: torch.Tensor, y: torch.Tensor, *, last: bool) -> dict[str, float] | None:
         step, start = self.step, self.position
         for p in self.plugins:
             transform = getattr(p, "transform", None)
@@ -489,6 +518,9 @@ class Evaluator:
             names = self.metric_names + [f.name for f in self.step_measures]
             for mname, v in zip(names, values):
                 out[prefix + mname] = v
+            n_params = _n_parameters(self.instances[name][0])
+            if n_params is not None:
+                out[prefix + "n_parameters"] = float(n_params)
             if self.strategy.n_instances > 1:
                 per = torch.tensor(self._instance_values(name), dtype=torch.float64)
                 for mname, sd in zip(names, _nanstd(per).tolist()):
@@ -594,6 +626,20 @@ class Evaluator:
     def close(self) -> None:
         for sink in self.sinks:
             sink.close()
+
+
+def _n_parameters(learner: Any) -> int | None:
+    """Model complexity: the parameters of a torch learner's module, or a learner's own count
+    (``complexity()["params"]``, e.g. the Dynamic Model Tree); None when unknown."""
+    module = getattr(learner, "module", None)
+    if isinstance(module, torch.nn.Module):
+        return sum(p.numel() for p in module.parameters())
+    complexity = getattr(learner, "complexity", None)
+    if callable(complexity):
+        value = complexity()
+        if isinstance(value, Mapping) and "params" in value:
+            return int(value["params"])
+    return None
 
 
 def _check_int(value: Any, name: str, minimum: int) -> None:

@@ -322,8 +322,8 @@ class IncrementalSAGE(LossExplainer):
         y_full = out[0].to(acc)
         if m == 1:
             coalitions = out[1:]  # [G, B, *k]; cat() below widens it exactly
-        else:  # mean()'s summation order follows the memory layout: average in the fixed
-            # row-major layout [B, G, m, *k], so the rounding does not depend on the buffer's
+        else:  # mean()'s summation order follows the memory layout: average in the row-major
+            # layout [B, G, m, *k], so the rounding does not depend on the group-major buffer
             groups = out[1:].view(g, m, b, *k_shape).movedim(2, 0)
             coalitions = groups.to(acc, memory_format=torch.contiguous_format).mean(2).movedim(0, 1)
         if imputed_empty:
@@ -344,7 +344,7 @@ class IncrementalSAGE(LossExplainer):
             y_empty = empties[-1]
         losses = self._group_loss(chain, y, acc)  # [d + 1, B], by position in the chain
         by_position = losses[:-1] - losses[1:]  # [d, B]
-        delta = by_position.t().gather(1, perm.to(rank.device))  # delta[b, j] = by_position[rank[b, j], b]
+        delta = by_position.t().gather(1, rank)  # delta[b, j] = by_position[rank[b, j], b]
         if y_empty is not None:
             self.y_empty = y_empty  # stays on the device of the outputs
         return delta
@@ -381,6 +381,7 @@ class IncrementalSAGE(LossExplainer):
         storage = self.storage
         imputer = self.imputer
         data = None
+        # the exact built-in class only: a subclass may override impute()
         if type(imputer) is MarginalImputer and isinstance(storage, _Reservoir):
             data = storage._data
         if data is not None:
