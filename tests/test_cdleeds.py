@@ -77,19 +77,31 @@ def _leaf_checks(det: CDLEEDS) -> None:
 
 
 def _expected_leaf(det: CDLEEDS, x: torch.Tensor) -> int:
+    """Descend by hand: to the nearer seed row of each split (pivots) or the nearer current child
+    centroid (the paper's rule)."""
     node = det.tree.root
     while node.children is not None:
         left, right = node.children
-        dl, dr = ((x - left.centroid) ** 2).sum(), ((x - right.centroid) ** 2).sum()
-        node = left if dl <= dr else right
+        if det.routing == "pivots":
+            a, b = node.pivots
+        else:
+            a, b = left.centroid, right.centroid
+        node = left if ((x - a) ** 2).sum() <= ((x - b) ** 2).sum() else right
     return node.id
 
 
-def test_cluster_invariants_and_routing():
+def _subtree(node):
+    yield node, None
+    for child in node.children or ():
+        yield from _subtree(child)
+
+
+@pytest.mark.parametrize("routing", ["pivots", "centroids"])
+def test_cluster_invariants_and_routing(routing):
     # check 13 on a uniform 2-D stream (no pruning, unlimited depth, short windows)
     g = torch.Generator().manual_seed(1)
     X = torch.rand(600, 2, generator=g, dtype=F64)
-    det = CDLEEDS(window=30, max_age=10**6, max_depth=None)
+    det = CDLEEDS(window=30, max_age=10**6, max_depth=None, routing=routing)
     n_split_steps = 0
     for t in range(X.shape[0]):
         x = X[t : t + 1]
@@ -105,6 +117,15 @@ def test_cluster_invariants_and_routing():
         if det.tree.n_splits > splits or t % 50 == 0:
             _leaf_checks(det)
     assert n_split_steps >= 3 and det.n_leaves >= 4
+    if routing == "pivots":  # a fixed region per node: every row below the left child is on
+        for node, _ in det.tree.nodes():  # the left seed's side of the split, and vice versa
+            if node.children is None:
+                continue
+            for side, child in enumerate(node.children):
+                rows = torch.cat([n.W for n, _ in _subtree(child)])
+                dist = torch.cdist(rows, node.pivots)
+                near = dist[:, 0] <= dist[:, 1]
+                assert bool(near.all() if side == 0 else (~near).all())
 
 
 def test_age_pruning_happens_exactly_after_max_age():
@@ -178,6 +199,79 @@ def test_stationary_stream_false_alarms():
     assert det.n_leaves == 2
     assert det.n_rejections / det.n_tests <= 0.02
     assert len(det.alerts) / det.n_updates <= 0.02
+
+
+def _uniform(n: int, d: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Uniform rows in [0, 1]^d and a fixed logistic model whose output varies over the whole
+    cube (the stream of the reproduction script's timing run)."""
+    g = torch.Generator().manual_seed(seed)
+    X = torch.rand(n, d, generator=g, dtype=F64)
+    return X, torch.sigmoid(4 * (X.sum(1) - d / 2) / d**0.5)
+
+
+def _run(det: CDLEEDS, X: torch.Tensor, out: torch.Tensor) -> int:
+    alarms = 0
+    for t in range(X.shape[0]):
+        det.update(X[t : t + 1], out[t : t + 1])
+        alarms += det.drift_detected
+    return alarms
+
+
+@pytest.mark.parametrize(("d", "seeds"), [(10, (0, 1)), (2, (0,))])
+def test_stationary_uniform_stream_is_calibrated(d, seeds):
+    # Fixed model, uniform rows, 3000 one-row updates: the leaves sit at max_depth, so the model
+    # output varies inside every leaf. With pivot routing a leaf is a fixed region, its window an
+    # i.i.d. sample, and a leaf test rejects with probability alpha; the p-values of disjoint
+    # leaves are independent, so an update alarms with probability alpha (N + 1) / (2N) <= alpha.
+    # Consecutive updates share all but one row of every window, so alarms come in bursts of up
+    # to ~100 updates (over 8 seeds at d = 10: mean rate 0.7 %, single runs 0 % .. 2.8 %); two
+    # runs are pooled at d = 10 so one burst does not decide the test, and 2 alpha bounds both
+    # the leaf rejection rate and the global alarm rate.
+    alarms = updates = tests = rejections = 0
+    for seed in seeds:
+        X, out = _uniform(3000, d, seed)
+        det = CDLEEDS()
+        alarms += _run(det, X, out)
+        updates += det.n_updates
+        tests, rejections = tests + det.n_tests, rejections + det.n_rejections
+    assert tests >= updates  # every update tests at least one leaf
+    assert rejections / tests <= 2 * det.alpha
+    assert alarms / updates <= 2 * det.alpha
+
+
+def test_local_change_on_a_uniform_stream():
+    # From t0 the model adds 0.2 to its output where x0 < 0.3 (30 % of the rows). The global test
+    # must alarm within 400 updates (120 changed rows spread over the ~4 leaves of the region:
+    # enough for the newer half of a leaf window to shift its mean by several standard errors);
+    # leaves whose window holds no row of the region are under H0 and flag at <= 2 alpha.
+    X, out = _uniform(3000, 2, 101)
+    t0, region = 1500, X[:, 0] < 0.3
+    out[t0:] += 0.2 * region[t0:]
+    det = CDLEEDS()
+    first = None
+    tests_out = rejections_out = flagged_in = 0
+    for t in range(X.shape[0]):
+        det.update(X[t : t + 1], out[t : t + 1])
+        if t < t0:
+            continue
+        if det.drift_detected and first is None:
+            first = t - t0
+        leaves = {leaf.id: leaf for leaf in det.tree.leaves()}
+        for i, p in det.last_tests:
+            if i not in leaves:  # pruned in the same update
+                continue
+            reject = bool(p[0] <= det.alpha)
+            if bool((leaves[i].W[:, 0] < 0.3).any()):
+                flagged_in += reject
+            else:
+                tests_out, rejections_out = tests_out + 1, rejections_out + reject
+    assert first is not None and first <= 400
+    assert flagged_in > 0 and tests_out > 100
+    assert rejections_out / tests_out <= 2 * det.alpha
+    res = det.detect_local_change()
+    for leaf, flag in zip(det.tree.leaves(), res.change.tolist()):
+        if flag:
+            assert bool((leaf.W[:, 0] < 0.3).any())
 
 
 def test_global_drift_after_abrupt_change():

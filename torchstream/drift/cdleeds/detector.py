@@ -7,16 +7,31 @@ seen without computing a single attribution. CDLEEDS keeps a binary tree of clus
 :mod:`torchstream.drift.cdleeds.tree`): every node holds sliding windows (``window`` rows) of
 the rows that reached it and of their differences; a leaf whose rows are not all within RBF
 similarity ``gamma`` of its centroid splits at its two most dissimilar rows (until
-``max_depth``), an inner node routes rows to the more similar child centroid and prunes its
-children when one of them has not received rows for ``max_age`` of its updates. At each leaf
-that receives rows, the older and the newer half of its difference window are compared with a
-two-sided pooled-variance t-test per output column: a p-value ``<= alpha`` flags a **local
-change** in that neighbourhood.
+``max_depth``), an inner node routes rows to the nearer of those two seed rows (the paper: to the
+more similar child centroid, ``routing="centroids"``; see the tree module for why the default
+differs) and prunes its children when one of them has not received rows for ``max_age`` of its
+updates. At each leaf that receives rows (and at a node that just became a leaf by pruning), the
+older and the newer half of its difference window are compared with a two-sided pooled-variance
+t-test per output column (from 4 rows on, as the authors' code): a p-value ``<= alpha`` flags a
+**local change** in that neighbourhood. A leaf keeps its last p-values until it receives rows
+again, is split (its p-values become NaN, its children are tested on the rows they inherit) or is
+pruned away.
 
-**Global drift**: the leaf p-values are combined per output column with Fisher's method
-(``-2 sum ln p ~ chi2(2N)``, NaNs ignored, ``p = 0`` replaced by ``1e-10``) and compared with the
-mean-FDR corrected level ``alpha (N + 1) / (2N)``; :attr:`CDLEEDS.drift_detected` follows river's
-convention.
+**Global drift** (Sec. 4.2 of the paper): the p-values of the *current* leaves are combined per
+output column with Fisher's method (``-2 sum ln p ~ chi2(2N)``, NaNs ignored, ``p = 0`` replaced
+by ``1e-10``) and compared with the mean-FDR corrected level ``alpha (N + 1) / (2N)``, N the
+number of combined p-values; :attr:`CDLEEDS.drift_detected` follows river's convention. The paper
+combines "the test results of leaf nodes" and defines the STN of a centroid over the interval of
+the last ``w`` time steps (Alg. 1, header); the authors' code combines every leaf, however long
+ago it last saw a row. Here a leaf takes part only if its window holds at least one of the last
+``window`` rows of the stream (the rows in the root's window): a leaf in a region that no longer
+receives rows carries no evidence about the present, and its last — possibly small — p-value
+would otherwise keep the global test firing until the branch is pruned (``max_age`` updates of its
+parent, i.e. up to ``max_age * 2**depth`` rows). Under no change this does not alter the level:
+the p-values of disjoint leaves are independent and (with pivot routing) uniform, so Fisher's
+statistic is ``chi2(2N)`` and an update alarms with probability ``alpha (N + 1) / (2N) <= alpha``.
+The alarms of consecutive updates are strongly dependent (a leaf's window moves by one row), so
+they come in bursts.
 
 **Recomputation**: :meth:`CDLEEDS.monitor` registers observations whose attributions are kept;
 :meth:`CDLEEDS.detect_local_change` says which of them to recompute — those whose most similar
@@ -138,6 +153,12 @@ class CDLEEDS:
         Prune a node's children when one is this many updates older than the node.
     max_depth
         Maximum depth of the tree (``None``: unlimited; deep leaves may violate ``gamma``).
+    routing
+        ``"pivots"``: an inner node routes a row to the nearer of the two seed rows of its split,
+        so a leaf is a fixed region and its t-test keeps its level under no change;
+        ``"centroids"``: to the nearer current child centroid, as in the paper's Alg. 1 (the
+        leaf regions move, which inflates the local and global false alarms wherever the
+        model's output varies inside a leaf).
     refractory
         After a reported global alert, alerts in the next ``refractory`` updates are not
         reported (0: every update that passes the test is an alert, as in the paper).
@@ -151,7 +172,8 @@ class CDLEEDS:
     alerts
         Update indices (0-based) of the reported global alerts.
     global_p_values
-        Fisher-combined p-value per output column after the last update ``[k]``.
+        Fisher-combined p-value per output column after the last update ``[k]`` (NaN: no
+        current leaf with a p-value).
     n_tests, n_rejections
         Leaf t-tests run so far and how many gave ``p <= alpha`` (any column).
 
@@ -184,6 +206,7 @@ class CDLEEDS:
         max_age: int = 100,
         max_depth: int | None = 5,
         *,
+        routing: str = "pivots",
         refractory: int = 0,
         dtype: torch.dtype = torch.float64,
         device: torch.device | str | None = None,
@@ -193,6 +216,9 @@ class CDLEEDS:
         self.window = _integer(window, "window", 4)
         self.max_age = _integer(max_age, "max_age", 1)
         self.max_depth = None if max_depth is None else _integer(max_depth, "max_depth", 0)
+        if routing not in ("pivots", "centroids"):
+            raise ValueError(f"routing must be 'pivots' or 'centroids', got {routing!r}")
+        self.routing = routing
         self.refractory = _integer(refractory, "refractory", 0)
         self.dtype = dtype
         self.device = torch.device("cpu") if device is None else torch.device(device)
@@ -264,6 +290,7 @@ class CDLEEDS:
                 window=self.window,
                 max_age=self.max_age,
                 max_depth=self.max_depth,
+                routing=self.routing,
                 dtype=self.dtype,
                 device=self.device,
             )
@@ -275,9 +302,18 @@ class CDLEEDS:
         self.n_updates += 1
         return self
 
+    def current_leaves(self) -> list[Node]:
+        """The leaves whose window holds at least one of the last ``window`` rows of the stream
+        (those that take part in the global test)."""
+        tree = self.tree
+        if tree is None:
+            return []
+        oldest = tree.n_rows - self.window
+        return [leaf for leaf in tree.leaves() if leaf.newest >= oldest]
+
     def _global_test(self) -> None:
         assert self.tree is not None
-        P = np.stack([leaf.p for leaf in self.tree.leaves()])
+        P = np.stack([leaf.p for leaf in self.current_leaves()])
         valid = ~np.isnan(P)
         n = valid.sum(0)
         logs = np.log(np.where(valid, np.where(P == 0, 1e-10, P), 1.0))
@@ -387,6 +423,7 @@ class CDLEEDS:
                 "m": self.tree.m,
                 "k": self.tree.k,
                 "next_id": self.tree.next_id,
+                "n_rows": self.tree.n_rows,
                 "root": self.tree.root.state(),
                 "tests": [(i, torch.from_numpy(p.copy())) for i, p in self.tree.tests],
                 "n_splits": self.tree.n_splits,
@@ -412,6 +449,7 @@ class CDLEEDS:
             "window": self.window,
             "max_age": self.max_age,
             "max_depth": self.max_depth,
+            "routing": self.routing,
             "refractory": self.refractory,
         }
 
@@ -431,9 +469,11 @@ class CDLEEDS:
                 window=self.window,
                 max_age=self.max_age,
                 max_depth=self.max_depth,
+                routing=self.routing,
                 dtype=self.dtype,
                 device=self.device,
             )
+            self.tree.n_rows = int(tree["n_rows"])
             self.tree.root = Node.from_state(tree["root"], self.window, self.dtype, self.device)
             self.tree.next_id = int(tree["next_id"])
             self.tree.tests = [
