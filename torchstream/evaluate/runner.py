@@ -90,12 +90,20 @@ class RunResult:
         head = [("rows", f"{self.n_rows:,}"), ("batches", f"{self.n_steps:,}"),
                 ("seconds", f"{self.seconds:.2f}"), ("rows / s", f"{self.rows_per_second:,.0f}")]
         if len(self.predictors) <= 1:
-            rows = head + [(k, f"{v:.4f}") for k, v in self.metrics.items()]
+            rows = head + [(k, _fmt(k, v)) for k, v in self.metrics.items()]
             return _text_table(rows)
         frame = self.summary()
         cols = [str(c) for c in frame.index]
-        body = [(str(m), *(f"{frame.loc[p, m]:.4f}" for p in frame.index)) for m in frame.columns]
+        body = [(str(m), *(_fmt(str(m), frame.loc[p, m]) for p in frame.index))
+                for m in frame.columns]
         return _text_table(head) + "\n" + _text_table([("", *cols), *body], header=True)
+
+
+def _fmt(name: str, value: float) -> str:
+    """Counts (``n_parameters``) as integers, everything else with 4 decimals."""
+    if name.endswith("n_parameters") and math.isfinite(value):
+        return f"{int(value):,}"
+    return f"{value:.4f}"
 
 
 def _text_table(rows: Sequence[tuple[str, ...]], header: bool = False) -> str:
