@@ -30,6 +30,9 @@ from torchstream.explain import IncrementalPDP
 from torchstream.reproduce import Comparison
 from torchstream.streams import data_path, read_csv
 
+#: Shared data files this reproduction reads.
+DATA = ("electricity.csv", "california_housing.csv")
+
 PAPER_DETECTIONS = (22_293, 35_893, 43_957)
 #: vicprice is constant up to row 17,424 of this file, so its PD is flat and no detection may
 #: come before (the paper: "no effect before about 22k"). When the first detection comes after

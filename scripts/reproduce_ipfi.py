@@ -25,6 +25,9 @@ from torchstream.reproduce import Comparison
 from torchstream.streams import Agrawal, data_path, read_csv
 
 #: Table 1 of the iPFI paper: median error (uniform, geometric).
+#: Shared data files this reproduction reads.
+DATA = ()
+
 PUBLISHED = {"agrawal": (0.011, 0.010), "elec2": (0.038, 0.037)}
 #: The paper's medians are below the sampling noise of one iPFI realisation. With alpha = 0.001 a
 #: feature's estimate has sd sqrt(alpha / (2 - alpha) * p (1 - p)) (0-1 loss, p = its PFI),

@@ -20,7 +20,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-__all__ = ["Comparison", "available", "load", "report", "run"]
+__all__ = ["Comparison", "available", "load", "missing_data", "report", "run"]
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 
@@ -71,9 +71,20 @@ def load(name: str) -> ModuleType:
     return module
 
 
+def missing_data(name: str) -> list[str]:
+    """The shared data files (``DATA`` of the script) that are not on this machine."""
+    from torchstream.streams import data_path
+
+    return [f for f in getattr(load(name), "DATA", ()) if not data_path(f).exists()]
+
+
 def run(name: str, *, quick: bool) -> tuple[list[Comparison], float]:
     """Run one reproduction; returns its comparisons and the wall time in seconds."""
     module = load(name)
+    missing = missing_data(name)
+    if missing:
+        raise ValueError(f"reproduction {name!r} needs the data files {missing} "
+                         "(in $TORCHSTREAM_DATA or ../shared/data)")
     t0 = time.perf_counter()
     rows = list(module.reproduce(quick=quick))
     return rows, time.perf_counter() - t0
