@@ -123,12 +123,53 @@ def real(name: str, n: int | None, seed: int) -> tuple[torch.Tensor, torch.Tenso
     return torch.from_numpy(X), torch.as_tensor(y).long(), drifts
 
 
-def run(X: torch.Tensor, y: torch.Tensor, batch: int, seed: int, routing: str = "pivots") -> dict:
+class _Logistic:
+    """Online logistic regression (SGD, learning rate 0.5): ``p(X)`` and ``learn(X, y)``."""
+
+    def __init__(self, d: int) -> None:
+        self.w = torch.zeros(d, dtype=torch.float64, requires_grad=True)
+        self.b = torch.zeros(1, dtype=torch.float64, requires_grad=True)
+        self.opt = torch.optim.SGD([self.w, self.b], lr=0.5)
+
+    def p(self, X: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            return torch.sigmoid(X @ self.w + self.b)
+
+    def learn(self, X: torch.Tensor, y: torch.Tensor) -> None:
+        loss = torch.nn.functional.binary_cross_entropy_with_logits(X @ self.w + self.b,
+                                                                    y.double())
+        self.opt.zero_grad()
+        loss.backward()
+        self.opt.step()
+
+
+class _HoeffdingTree:
+    """river's Hoeffding tree (the paper's model), predictions through the vectorised path."""
+
+    def __init__(self, d: int) -> None:
+        from river import tree
+
+        from torchstream.learners import RiverLearner
+        from torchstream.schema import Schema
+
+        self.learner = RiverLearner(tree.HoeffdingTreeClassifier(),
+                                    Schema([f"x{i}" for i in range(d)]), n_classes=2)
+
+    def p(self, X: torch.Tensor) -> torch.Tensor:
+        return self.learner(X)[:, 1].double()
+
+    def learn(self, X: torch.Tensor, y: torch.Tensor) -> None:
+        self.learner.learn(X, y)
+
+
+MODELS = {"hoeffding_tree": _HoeffdingTree, "logistic": _Logistic}
+
+
+def run(X: torch.Tensor, y: torch.Tensor, batch: int, seed: int, routing: str = "pivots",
+        model: str = "hoeffding_tree") -> dict:
     n, d = X.shape
     torch.manual_seed(seed)
-    w = torch.zeros(d, dtype=torch.float64, requires_grad=True)
-    b = torch.zeros(1, dtype=torch.float64, requires_grad=True)
-    opt = torch.optim.SGD([w, b], lr=0.5)
+    f = MODELS[model](d)
     cd = CDLEEDS(routing=routing)
     base = EWMABaseline(0.001)
     adwin, ddm = river_drift.ADWIN(delta=0.1), river_drift.binary.DDM()
@@ -141,12 +182,10 @@ def run(X: torch.Tensor, y: torch.Tensor, batch: int, seed: int, routing: str = 
     cd_seconds = 0.0
     for start in range(0, n, batch):
         Xb, yb = X[start : start + batch], y[start : start + batch]
-        with torch.no_grad():
-            p1 = torch.sigmoid(Xb @ w + b)
+        p1 = f.p(Xb)
         if base.n_seen == 0:
             base.update(Xb)
-        with torch.no_grad():
-            phi0 = torch.sigmoid(base.mean @ w + b)
+        phi0 = f.p(base.mean.reshape(1, -1).to(Xb.dtype)).reshape(())
         t0 = time.perf_counter()
         cd.update(Xb, p1, phi0)
         cd_seconds += time.perf_counter() - t0
@@ -173,10 +212,7 @@ def run(X: torch.Tensor, y: torch.Tensor, batch: int, seed: int, routing: str = 
         erics.learn(Xb, yb)
         if erics.drift_detected:
             alerts["ERICS"].append(start + Xb.shape[0] - 1)
-        loss = torch.nn.functional.binary_cross_entropy_with_logits(Xb @ w + b, yb.double())
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+        f.learn(Xb, yb)
     return {
         "alerts": alerts,
         "saved": 1 - n_recomputed / max(n_possible, 1),
@@ -204,6 +240,10 @@ def main() -> None:
     parser.add_argument(
         "--routing", choices=["pivots", "centroids"], default="pivots", help="CDLEEDS routing"
     )
+    parser.add_argument(
+        "--model", choices=sorted(MODELS), default="hoeffding_tree",
+        help="the monitored online model (the paper: a Hoeffding tree)"
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
     n_syn = 20_000 if args.quick else 100_000
@@ -225,7 +265,7 @@ def main() -> None:
     for name, make in sets.items():
         X, y, drifts = make()
         t0 = time.perf_counter()
-        res = run(X, y, args.batch, args.seed, args.routing)
+        res = run(X, y, args.batch, args.seed, args.routing, args.model)
         for det, alerts in res["alerts"].items():
             mean, sd, delay = score(alerts, drifts, X.shape[0])
             p_score, p_delay = PAPER[name][det]

@@ -49,12 +49,13 @@ def test_explainer_charts_in_the_browser(tmp_path):
     columns = write_run(tmp_path / "logs")
     with serve_tensorboard(tmp_path / "logs") as url:
         # custom scalars: one chart per explainer holding one series per feature
+        # (a tall window, so that every chart is rendered, not only those in view)
         text = dashboard_text(url, dashboard="custom_scalars",
-                              wait_for=["metrics", "ipfi", "isage"],
-                              screenshot=tmp_path / "custom_scalars.png", scroll_to="ipfi")
+                              wait_for=["metrics", "ipfi", "isage", f"Matches ({len(columns)})"],
+                              screenshot=tmp_path / "custom_scalars.png", size=(1400, 2200))
         lines = text.splitlines()
         assert "ipfi" in lines and "isage" in lines and "accuracy" in lines
-        assert f"Matches ({len(columns)})" in lines  # the explainer charts' series
+        assert lines.count(f"Matches ({len(columns)})") == 2  # one series per feature, twice
         # time series: a group per explainer with one card per feature
         d = len(columns)
         dashboard_text(url, dashboard="timeseries",
