@@ -1,9 +1,11 @@
 """The bounded store of split candidates of one Dynamic Model Tree node (paper §V-D).
 
 A candidate is a (feature, value) pair: a numeric feature sends ``x_j <= v`` left, a categorical
-one sends ``x_j == v`` left. For every stored candidate the node keeps cumulative, never decayed
+one sends ``x_j == v`` left. For every stored candidate the node keeps cumulative
 sums per side (left, right): row count, log-likelihood and gradient of the log-likelihood of the
 node model, each row's term taken with the parameters in effect after the update of its batch.
+The tree may fade them (:meth:`CandidateStore.fade`, its ``loss_window`` / ``candidate_window``);
+otherwise they are never decayed, as in the paper.
 
 Per batch (vectorised over candidates, one mask ``[n, K]`` and one matrix product):
 
@@ -161,8 +163,20 @@ class CandidateStore:
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Paper gains and ranking scores (gain minus the no-split term, see module doc)."""
         gain = candidate_gain(grad[:, 0], grad[:, 1], cnt[:, 0], cnt[:, 1], lr)
-        whole = lr * grad.sum(1).square().sum(-1) / cnt.sum(1).clamp_min(1)
+        whole = (
+            lr * grad.sum(1).square().sum(-1) / cnt.sum(1).clamp_min(torch.finfo(cnt.dtype).tiny)
+        )
         return gain, gain - whole
+
+    def fade(self, loss_factor: float, stat_factor: float) -> None:
+        """Multiply the log-likelihood sums by ``loss_factor`` and the counts and gradient sums
+        by ``stat_factor`` (exponential forgetting); the gains and scores scale exactly with
+        ``stat_factor`` (``||f g||^2 / (f n) = f ||g||^2 / n``)."""
+        self.ll *= loss_factor
+        self.cnt *= stat_factor
+        self.grad *= stat_factor
+        self.gain *= stat_factor
+        self.score *= stat_factor
 
     # ------------------------------------------------------------------ queries
     def best(self) -> int | None:

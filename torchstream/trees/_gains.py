@@ -85,9 +85,10 @@ def candidate_gain(
 ) -> torch.Tensor:
     """``lr (||g_L||^2 / n_L + ||g_R||^2 / n_R)`` per candidate (gradients ``[K, P]``, counts
     ``[K]``); ``-inf`` where a side is empty (not a split)."""
+    tiny = torch.finfo(torch.float64).tiny  # faded counts may fall below 1
     gain = lr * (
-        grad_left.square().sum(-1) / n_left.clamp_min(1)
-        + grad_right.square().sum(-1) / n_right.clamp_min(1)
+        grad_left.square().sum(-1) / n_left.clamp_min(tiny)
+        + grad_right.square().sum(-1) / n_right.clamp_min(tiny)
     )
     return gain.masked_fill((n_left <= 0) | (n_right <= 0), -math.inf)
 

@@ -42,6 +42,27 @@ Where this follows the paper and where the reference code (the authors' public i
   the classes otherwise): ``lr g / (1 + lr p (1 - p) ||x~||^2)`` for one row, a damped Newton
   step for a large batch. Models start at zero (the reference's sklearn start; the paper says
   random), so the tree is deterministic: it has no random generator.
+* **Forgetting** (own addition; the paper and the reference keep cumulative sums, which is the
+  default, ``loss_window=None, candidate_window=None``): after every batch of ``B`` rows all
+  nodes' statistics are faded by ``(1 - 1/window)^B`` before the batch is added (the same
+  factor everywhere, so that an inner node and its subtree weigh every row alike).
+  ``loss_window`` fades the log-likelihoods, so that the collapse and replace gains (eq. 4-5)
+  and their AIC tests compare the subtree with the inner model on recent rows only: the old
+  leaves' lead, which otherwise never decays, is bounded by about ``window`` times their
+  per-row advantage. ``candidate_window`` fades the candidates' gradient sums and counts (and
+  the node's gradient sum), so that the candidate gains reflect the current concept and a
+  stale candidate (the outdated split itself) stops outranking the new one. A collapse clears
+  the node's candidate store when ``loss_window`` is set (its statistics describe the pruned,
+  outdated partition). The trade-off: with the one-step approximation a candidate's gain is
+  capped at about ``lr * candidate_window * ||mu||^2`` (``mu``: the per-row score of the split),
+  so a split whose per-row evidence is below ``(k - ln eps) / (lr * candidate_window)`` is never
+  made; and as the leaves below an outdated split accumulate the new split at about half the
+  rate of the node above, the node can replace its split before they split only if its loss
+  lead fades quickly (``loss_window`` of a batch or two) and the new candidate's gain passes
+  ``-ln eps`` before the leaves' pass ``k - ln eps``, which asks for ``lr * candidate_window *
+  ||mu||^2`` of roughly two to four times the threshold. Once the leaves have split on the new
+  feature, the subtree models the new concept and the approximate gain of the node's candidate
+  does not beat the subtree's real log-likelihood lead: the outdated split stays above.
 * **Candidates**: values of the current batch, 2-decimal rounding of numeric features
   (features are meant to be scaled to [0, 1]), bounded store with replacement [paper, reference];
   see :mod:`._candidates` for the order of replacement.
@@ -117,6 +138,13 @@ class DynamicModelTree(TreeReport, RiverRows, river_base.Classifier):
         Dict rows only: ``"error"`` (a row must hold exactly the known features) or ``"zero"``
         (river's sparse rows: an absent feature is 0 and a new key adds a feature whose weights
         start at 0 everywhere, which is what the models would hold had it been 0 until now).
+    loss_window, candidate_window
+        Exponential forgetting of the log-likelihoods (collapse / replace gains) and of the
+        candidates' gradient sums and counts (split gains): effective number of recent rows
+        (> 1), or ``None`` (default) for the paper's cumulative sums. See the module docstring
+        for the scales; e.g. ``loss_window=1_000, candidate_window=10_000`` with
+        ``learning_rate=0.5`` replaces an outdated root split some 10-20 batches of 1,000 rows
+        after an abrupt change of a two-leaf concept.
     device, dtype
         Where the node models live and their float type, ``"float32"`` or ``"float64"``
         (statistics are kept in float64).
@@ -155,6 +183,8 @@ class DynamicModelTree(TreeReport, RiverRows, river_base.Classifier):
         step: Literal["implicit", "sgd"] = "implicit",
         missing_features: Literal["error", "zero"] = "error",
         credit_split_gain: bool = False,
+        loss_window: float | None = None,
+        candidate_window: float | None = None,
         device: str | torch.device = "cpu",
         dtype: str | torch.dtype = "float32",
     ) -> None:
@@ -189,6 +219,11 @@ class DynamicModelTree(TreeReport, RiverRows, river_base.Classifier):
             raise ValueError(
                 f"missing_features must be 'error' or 'zero', got {missing_features!r}"
             )
+        for name, w in (("loss_window", loss_window), ("candidate_window", candidate_window)):
+            if w is not None and not (
+                isinstance(w, (int, float)) and not isinstance(w, bool) and 1 < w < math.inf
+            ):
+                raise ValueError(f"{name} must be a finite number > 1 or None, got {w!r}")
         dtype = {"float32": torch.float32, "float64": torch.float64}.get(dtype, dtype)  # type: ignore[call-overload]
         if dtype not in (torch.float32, torch.float64):
             raise ValueError(
@@ -204,6 +239,8 @@ class DynamicModelTree(TreeReport, RiverRows, river_base.Classifier):
         self.step = step
         self.missing_features = missing_features
         self.credit_split_gain = bool(credit_split_gain)
+        self.loss_window = loss_window
+        self.candidate_window = candidate_window
         self.device = torch.device(device)
         self.dtype = dtype
         self.task = "classification"
@@ -475,10 +512,11 @@ class DynamicModelTree(TreeReport, RiverRows, river_base.Classifier):
             H += torch.eye(m1, dtype=H.dtype, device=H.device) / lr
             delta = torch.linalg.solve(H, g)
         self._W += delta
-        # 2. statistics with the updated models
+        # 2. statistics with the updated models; the losses of eq. 4-5 forget at one rate
         ll, r, _ = log_likelihood_and_residuals(Xa, self._W[nodes], yq)
         ll, r, Xd = ll.double(), r.double(), Xa.double()
         G = (Xd[:, :, None] * r[:, None, :]).reshape(Xd.shape[0], -1)
+        self._forget(X.shape[0])
         self._n.index_add_(0, nodes, torch.ones_like(ll))
         self._ll.index_add_(0, nodes, ll)
         self._g.index_add_(0, nodes, G.view(-1, m1, cp))
@@ -512,6 +550,21 @@ class DynamicModelTree(TreeReport, RiverRows, river_base.Classifier):
             changed |= self._check_node(a)
         if changed:
             self._compact()
+
+    def _forget(self, n_rows: int) -> None:
+        """Fade every node's statistics by one batch of ``n_rows`` rows (all nodes alike, so that
+        an inner node and its subtree's leaves weigh every row the same)."""
+        assert self._g is not None
+        f_loss = 1.0 if self.loss_window is None else (1.0 - 1.0 / self.loss_window) ** n_rows
+        f_cand = (
+            1.0 if self.candidate_window is None else (1.0 - 1.0 / self.candidate_window) ** n_rows
+        )
+        if f_loss == 1.0 and f_cand == 1.0:
+            return
+        self._ll *= f_loss
+        self._g *= f_cand
+        for store in self._stores:
+            store.fade(f_loss, f_cand)
 
     # ------------------------------------------------------------------ structure
     def _subtree_leaves(self, a: int) -> list[int]:
@@ -559,6 +612,8 @@ class DynamicModelTree(TreeReport, RiverRows, river_base.Classifier):
                 removed=[self.uid[i] for i in self._descendants(a)],
             )
             self._drop_children(a)
+            if self.loss_window is not None:
+                self._stores[a] = CandidateStore(self._stores[a].grad.shape[-1], self.device)
             return True
         if ok_r:
             assert best is not None
