@@ -17,9 +17,17 @@ Competitors (river): Hoeffding tree with majority-class leaves (VFDT (MC)), Hoef
 tree, EFDT, adaptive random forest with 3 trees; split confidence 0.01 for the trees as in the
 paper's code.
 
+Comparison with the paper (``reproduce``; quick: Electricity, DMT and VFDT (MC), about a
+minute): the mean F1 of both and VFDT (MC)'s number of splits are checked (same data, same
+protocol); the DMT's number of splits is reported only (this package's AIC thresholds follow the
+paper's eq. 11, which is stricter than the reference code that produced the table); the
+ordering "DMT has fewer splits than VFDT (MC)" is checked on every data set run.
+
 Usage::
 
     python scripts/reproduce_dmt.py --quick
+    python scripts/reproduce_dmt.py --quick --datasets electricity,sea,agrawal \
+        --models dmt,vfdt,hat,efdt,arf          # all, synthetic streams of 20,000 rows
     python scripts/reproduce_dmt.py --datasets electricity --models dmt,vfdt
 """
 
@@ -27,16 +35,20 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import sys
 import time
-from pathlib import Path
+from collections.abc import Callable
 
 import numpy as np
 import torch
 
 from torchstream.evaluate.measures import tree_complexity
+from torchstream.reproduce import Comparison, table
+from torchstream.streams import data_path
 from torchstream.trees import DynamicModelTree
+
+#: Shared data files this reproduction reads.
+DATA = ("electricity.csv",)
 
 # Table II (F1) and Table III (number of splits) of the paper: (mean, std)
 PAPER = {
@@ -72,10 +84,7 @@ def _minmax(X: np.ndarray) -> np.ndarray:
 
 
 def electricity(n: int | None) -> tuple[np.ndarray, np.ndarray]:
-    root = Path(
-        os.environ.get("TORCHSTREAM_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")
-    )
-    data = np.loadtxt(root / "electricity.csv", delimiter=",", skiprows=1)
+    data = np.loadtxt(data_path("electricity.csv"), delimiter=",", skiprows=1)
     if n is not None:
         data = data[:n]
     return _minmax(data[:, :-1]), data[:, -1].astype(int)
@@ -219,50 +228,167 @@ def run(model, X: np.ndarray, y: np.ndarray) -> dict[str, float]:
     }
 
 
-def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="short streams (about a minute)")
-    ap.add_argument("--datasets", default="electricity,sea,agrawal")
-    ap.add_argument("--models", default="dmt,vfdt,hat,efdt,arf")
-    ap.add_argument("--n-synthetic", type=int, default=None)
-    ap.add_argument("--n-electricity", type=int, default=None)
-    args = ap.parse_args(argv)
+#: Tolerances of the checked numbers (Electricity only: the same data and protocol as the
+#: paper; the synthetic streams here are 10x shorter than the paper's and are reported only).
+#: Mean F1: the paper's +- is the sd over the 999 test batches; 3 standard errors of a mean of
+#: 999 batches (3 * 0.20 / sqrt(999) = 0.019) plus the rounding of the paper's two decimals (0.005).
+F1_TOLERANCE = 3 * 0.20 / math.sqrt(999) + 0.005
+#: VFDT (MC) splits: river's tree has the paper's settings (delta 0.01, grace period 200, tie
+#: threshold 0.05, 10 candidate thresholds per numeric feature) but not scikit-multiflow's
+#: numeric observer; refining river's candidates from 10 to 20 thresholds moves the mean number
+#: of splits on Electricity by 1.2 (37.2 -> 36.0): tolerance twice that.
+VFDT_SPLITS_TOLERANCE = 2.5
+ELECTRICITY_ROWS = 45_312  # checked only on the whole data set
+CHECKED_F1 = {("electricity", "dmt"), ("electricity", "vfdt")}
+QUICK_PLAN = (("electricity",), ("dmt", "vfdt"))
+FULL_PLAN = (("electricity", "sea", "agrawal"), ("dmt", "vfdt", "hat", "efdt", "arf"))
+
+
+def evaluate(
+    datasets,
+    models,
+    n_synthetic: int,
+    n_electricity: int | None = None,
+    echo: Callable[[str], None] | None = None,
+) -> dict[tuple[str, str], dict[str, float]]:
+    """Run ``models`` on ``datasets`` with the paper's protocol; results by (data set, model)."""
     torch.set_num_threads(1)
-    n_syn = args.n_synthetic or (20_000 if args.quick else 100_000)
-    n_elec = args.n_electricity  # the whole data set: 1,000 batches of 45 rows
     loaders = {
-        "electricity": lambda: electricity(n_elec),
-        "sea": lambda: sea(n_syn),
-        "agrawal": lambda: agrawal(n_syn),
+        "electricity": lambda: electricity(n_electricity),
+        "sea": lambda: sea(n_synthetic),
+        "agrawal": lambda: agrawal(n_synthetic),
     }
-    print("command: python scripts/reproduce_dmt.py " + " ".join(argv or sys.argv[1:]))
-    for ds in args.datasets.split(","):
+    out: dict[tuple[str, str], dict[str, float]] = {}
+    for ds in datasets:
+        if ds not in loaders:
+            raise ValueError(f"datasets: unknown data set {ds!r}; known: {', '.join(loaders)}")
         X, y = loaders[ds]()
-        print(
-            f"\n== {ds}: {len(y):,} rows, {X.shape[1]} features, batch {math.ceil(len(y) / 1000)}"
-            f" rows (0.1 %)"
-        )
-        print(
-            f"{'model':<10} {'F1 (ours)':>14} {'F1 (paper)':>12} {'splits (ours)':>15} "
-            f"{'splits (paper)':>15} {'us / row':>9}"
-        )
-        for name in args.models.split(","):
+        if echo:
+            echo(
+                f"\n== {ds}: {len(y):,} rows, {X.shape[1]} features, batch "
+                f"{math.ceil(len(y) / 1000)} rows (0.1 %)"
+            )
+            echo(
+                f"{'model':<10} {'F1 (ours)':>14} {'F1 (paper)':>12} {'splits (ours)':>15} "
+                f"{'splits (paper)':>15} {'us / row':>9}"
+            )
+        for name in models:
+            if name not in NAMES:
+                raise ValueError(f"models: unknown model {name!r}; known: {', '.join(NAMES)}")
             model = (
                 DMTModel(X.shape[1], int(y.max()) + 1)
                 if name == "dmt"
                 else RiverModel(name, X.shape[1])
             )
             r = run(model, X, y)
-            f1p, spp = PAPER[ds][name]
-            sp = "-" if spp is None else f"{spp[0]:.1f} ± {spp[1]:.1f}"
-            ours_sp = (
-                "-" if math.isnan(r["splits"]) else f"{r['splits']:.1f} ± {r['splits_std']:.1f}"
+            r["rows"] = len(y)
+            out[ds, name] = r
+            if echo:
+                f1p, spp = PAPER[ds][name]
+                sp = "-" if spp is None else f"{spp[0]:.1f} ± {spp[1]:.1f}"
+                ours_sp = (
+                    "-" if math.isnan(r["splits"]) else f"{r['splits']:.1f} ± {r['splits_std']:.1f}"
+                )
+                echo(
+                    f"{NAMES[name]:<10} {r['f1']:.3f} ± {r['f1_std']:.3f} "
+                    f"{f1p[0]:.2f} ± {f1p[1]:.2f} {ours_sp:>15} {sp:>15} "
+                    f"{r['us_per_row']:>9.1f}"
+                )
+    return out
+
+
+def why_reported(ds: str, name: str, whole: bool) -> str:
+    """Why a number is reported without a tolerance."""
+    if ds != "electricity":
+        return "reported only (a 10x shorter stream than the paper's)"
+    if not whole:
+        return "reported only (part of Electricity)"
+    return f"reported only (river's {NAMES[name]}, whose details differ from scikit-multiflow's)"
+
+
+def comparisons(results: dict[tuple[str, str], dict[str, float]]) -> list[Comparison]:
+    """Our numbers next to Tables II and III of the paper."""
+    rows = []
+    for (ds, name), r in results.items():
+        (f1p, _), spp = PAPER[ds][name]
+        whole = r["rows"] == ELECTRICITY_ROWS or ds != "electricity"
+        checked = (ds, name) in CHECKED_F1 and whole
+        rows.append(
+            Comparison(
+                f"{ds}: {NAMES[name]} mean F1",
+                r["f1"],
+                f1p,
+                round(F1_TOLERANCE, 3) if checked else None,
+                "3 standard errors of a mean over 999 batches (paper sd 0.20) + rounding"
+                if checked
+                else why_reported(ds, name, whole),
             )
-            print(
-                f"{NAMES[name]:<10} {r['f1']:.3f} ± {r['f1_std']:.3f} "
-                f"{f1p[0]:.2f} ± {f1p[1]:.2f} {ours_sp:>15} {sp:>15} {r['us_per_row']:>9.1f}",
-                flush=True,
+        )
+        if spp is None:
+            continue
+        checked = (ds, name) == ("electricity", "vfdt") and whole
+        why = {
+            "dmt": "reported only: paper-consistent AIC thresholds (eq. 11), stricter than the "
+            "reference code's (thresholds='reference' gives 4.5 on Electricity)",
+            "vfdt": "river's Gaussian observer in place of scikit-multiflow's; its resolution "
+            "(10 vs 20 candidates) moves this by 1.2",
+        }.get(name, "")
+        if not (why and whole and ds == "electricity"):
+            why = why_reported(ds, name, whole)
+        rows.append(
+            Comparison(
+                f"{ds}: {NAMES[name]} mean number of splits",
+                r["splits"],
+                spp[0],
+                VFDT_SPLITS_TOLERANCE if checked else None,
+                why,
             )
+        )
+    for ds in dict.fromkeys(ds for ds, _ in results):
+        if (ds, "dmt") in results and (ds, "vfdt") in results:
+            fewer = results[ds, "dmt"]["splits"] < results[ds, "vfdt"]["splits"]
+            rows.append(
+                Comparison(
+                    f"{ds}: DMT has fewer splits than VFDT (MC) (1 = yes)",
+                    float(fewer),
+                    1.0,
+                    0.0,
+                    f"the paper's Table III ({PAPER[ds]['dmt'][1][0]} vs "
+                    f"{PAPER[ds]['vfdt'][1][0]})",
+                )
+            )
+    return rows
+
+
+def reproduce(quick: bool = True) -> list[Comparison]:
+    """Quick: Electricity (whole), DMT and VFDT (MC). Full: the three data sets (synthetic
+    streams of 100,000 rows) and the five models."""
+    datasets, models = QUICK_PLAN if quick else FULL_PLAN
+    return comparisons(evaluate(datasets, models, 20_000 if quick else 100_000))
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument(
+        "--quick", action="store_true", help="Electricity, DMT and VFDT (MC) (about a minute)"
+    )
+    ap.add_argument("--datasets", default=None, help="comma-separated (default: the mode's)")
+    ap.add_argument("--models", default=None, help="comma-separated (default: the mode's)")
+    ap.add_argument("--n-synthetic", type=int, default=None)
+    ap.add_argument("--n-electricity", type=int, default=None)
+    args = ap.parse_args(argv)
+    n_syn = args.n_synthetic or (20_000 if args.quick else 100_000)
+    print("command: python scripts/reproduce_dmt.py " + " ".join(argv or sys.argv[1:]))
+    datasets, models = QUICK_PLAN if args.quick else FULL_PLAN
+    results = evaluate(
+        args.datasets.split(",") if args.datasets else datasets,
+        args.models.split(",") if args.models else models,
+        n_syn,
+        args.n_electricity,  # default: the whole data set, 1,000 batches of 46 rows
+        echo=lambda line: print(line, flush=True),
+    )
+    print("\nComparison with the paper (Tables II and III):")
+    print(table(comparisons(results)))
 
 
 if __name__ == "__main__":
