@@ -530,3 +530,36 @@ def test_plugin_inside_prequential_logs_to_history():
         assert history.steps(tag) == list(range(1, 10))  # step 0 only fills the storage
     assert [history.values(t)[-1] for t in tags] == pytest.approx(list(ipfi.as_dict().values()))
     assert ipfi.n_explained == 320 - 32
+
+
+def test_storage_object_draw_order_is_row_feature_draw():
+    """Row t of storage.sample(B d K) replaces feature j of batch row b in draw k, with
+    t = (b d + j) K + k (the documented order a multi-reservoir storage relies on)."""
+    b, d, k = 3, 4, 2
+
+    class Counting:
+        def __len__(self):
+            return 1
+
+        def update(self, X):
+            pass
+
+        def sample(self, n):  # row t holds the value 1000 + t in every column
+            return (1000.0 + torch.arange(n, dtype=torch.float64)).view(n, 1).expand(n, d)
+
+    seen = []
+
+    def model(Z):
+        seen.append(Z.clone())
+        return Z.sum(1)
+
+    X = torch.zeros(b, d, dtype=torch.float64)
+    ipfi = IncrementalPFI(model, "mse", d, storage=Counting(), n_samples=k, seed=0)
+    ipfi.explain(X, torch.zeros(b, dtype=torch.float64))
+    Z = seen[0].view(1 + d * k, b, d)  # group 0: the batch; group 1 + j K + kk: feature j, draw kk
+    for bi in range(b):
+        for j in range(d):
+            for kk in range(k):
+                row = Z[1 + j * k + kk, bi]
+                assert row[j] == 1000 + (bi * d + j) * k + kk
+                assert row.sum() == row[j]  # only feature j was replaced

@@ -78,6 +78,11 @@ class IncrementalPFI(LossExplainer):
         ``"geometric"`` (reservoir where each new row replaces a random slot: recent rows,
         suited to drift), ``"uniform"`` (Vitter's reservoir: all past rows equally likely), or
         a storage object with ``sample(n)``, ``update(X)`` (and ``state_dict`` for checkpoints).
+        A storage object is asked for ``n = B d K`` rows per batch, in the order (row, feature,
+        draw): row ``t`` of ``sample(n)`` replaces feature ``j`` of row ``b`` in draw ``k`` with
+        ``t = (b d + j) K + k``. A storage whose row ``t`` comes from its own reservoir
+        ``t mod K`` thus gives the mean of ``K`` independent realisations (each with its own
+        reservoir, as in the paper's experiments) in one model call.
     storage_size
         Rows kept by a named storage.
     n_samples
@@ -210,7 +215,7 @@ class IncrementalPFI(LossExplainer):
             values = data.view(-1).take(torch.add(feat, idx, alpha=self.n_features))
         else:
             rows = self._sample_rows(n, X)
-            values = rows.view(-1).take(
+            values = rows.take(  # take() reads any layout as row-major
                 torch.add(feat, torch.arange(n, device=X.device), alpha=self.n_features)
             )
         if values.dtype != X.dtype or values.device != X.device:
