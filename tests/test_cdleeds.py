@@ -128,6 +128,29 @@ def test_cluster_invariants_and_routing(routing):
                 assert bool(near.all() if side == 0 else (~near).all())
 
 
+def test_ages_follow_the_parent_clock_at_every_depth():
+    # Alg. 1 lines 13/27: a child that receives rows takes its parent's age *before* it forwards
+    # them, so every node on the path of the newest row carries the root's age (a node that was
+    # idle for a while must not stamp its own children with its stale age: that made deep
+    # branches look older than they are and pruned them early).
+    g = torch.Generator().manual_seed(11)
+    X = torch.rand(1500, 2, generator=g, dtype=F64)
+    det = CDLEEDS(window=30, max_age=10**6, max_depth=None)
+    stale_visits = 0
+    for t in range(X.shape[0]):
+        before = {n.id: n.age for n, _ in det.tree.nodes()} if det.tree is not None else {}
+        det.update(X[t : t + 1], logistic(X[t : t + 1]))
+        root_age = det.tree.root.age
+        for node, parent in det.tree.nodes():
+            if parent is not None:
+                assert node.age <= parent.age
+            if node.newest == t:  # on the path of this row
+                assert node.age == root_age
+                if node.id in before and before[node.id] < root_age - 1 and node.children:
+                    stale_visits += 1  # an idle inner node below the root was revisited
+    assert stale_visits > 50  # the case the rule is about occurs often here
+
+
 def test_age_pruning_happens_exactly_after_max_age():
     # check 14: two blobs, then only blob A; the B leaf stops receiving rows
     det = CDLEEDS(window=40, max_age=20)
@@ -300,18 +323,19 @@ def test_batches_route_rows_with_masks():
         assert float(node.W[:, 0].std()) < 0.1
 
 
-def test_checkpoint_resume_is_exact():
+@pytest.mark.parametrize("reset", [False, True])
+def test_checkpoint_resume_is_exact(reset):
     X, _ = blobs(700, [A, B], seed=9)
     out = logistic(X)
     out[400:] += 0.2
-    det = CDLEEDS(window=60, max_age=30)
+    det = CDLEEDS(window=60, max_age=30, reset_after_drift=reset)
     for t in range(300):
         det.update(X[t : t + 1], out[t : t + 1])
     det.monitor(X[:10])
     buf = io.BytesIO()
     torch.save(det.state_dict(), buf)
     buf.seek(0)
-    other = CDLEEDS(window=60, max_age=30)
+    other = CDLEEDS(window=60, max_age=30, reset_after_drift=reset)
     other.load_state_dict(torch.load(buf, weights_only=False))
     twin = copy.deepcopy(det)
     for t in range(300, 700):
@@ -332,6 +356,8 @@ def test_bad_input():
         CDLEEDS(gamma=1.0)
     with pytest.raises(ValueError, match="window"):
         CDLEEDS(window=2)
+    with pytest.raises(TypeError, match="reset_after_drift"):
+        CDLEEDS(reset_after_drift=1)
     with pytest.raises(ValueError, match="X must have shape"):
         det.update(torch.zeros(3), torch.zeros(3))
     with pytest.raises(ValueError, match="y_pred"):
