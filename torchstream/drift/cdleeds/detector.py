@@ -183,8 +183,8 @@ class CDLEEDS:
         p-values become NaN and from then on the t-tests use only the rows that arrive after
         the alert (the clustering is kept; the alerting update's local changes stay visible to
         :meth:`detect_local_change` until then). The next alert then needs a change *after*
-        the previous one, as with an error-rate detector that restarts its statistics (float's
-        ``reset_after_drift``). ``False`` (default): the paper's rule, whose tests keep
+        the previous one, as with an error-rate detector that restarts its statistics.
+        ``False`` (default): the paper's rule, whose tests keep
         comparing the two halves of each window across an alert, so one change raises an
         alert at every update until the windows have flushed. Meant for global drift
         detection: after a restart the leaves flag no local change until they hold 4 new rows.
