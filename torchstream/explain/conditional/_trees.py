@@ -131,21 +131,26 @@ class TreeBank:
         """Leaf reached by every ``(b, k, tree j)`` when the features with ``present[b, k]`` True
         are known: a split on a present feature follows ``X[b]``, a split on an absent feature
         goes right with probability ``visits[right] / (visits[left] + visits[right])`` (using
-        ``u [B, K, d, max_depth]``). ``X [B, d]`` float64, ``present [B, K, d]`` bool."""
+        ``u [B, K, d, max_depth]``). ``X [B, d]`` float64, ``present [B, K, d]`` bool.
+
+        The per-node split feature, threshold and right-branch probability are looked up with
+        one ``take`` each per level from flat ``[d N]`` tables."""
         b, k, d = present.shape
-        tree = torch.arange(d, device=X.device).expand(b, k, d)
+        n, top = self.n_nodes, self.n_nodes - 1
+        left = (2 * torch.arange(n, device=X.device) + 1).clamp(max=top)
+        vl, vr = self.visits[:, left], self.visits[:, (left + 1).clamp(max=top)]
+        total = vl + vr
+        p_right = torch.where(total > 0, vr / total.clamp_min(1e-300), 0.5).reshape(-1)
+        feature, threshold = self.feature.reshape(-1), self.threshold.reshape(-1)
+        base = (torch.arange(d, device=X.device) * n).expand(b, k, d)  # flat index of each root
         node = torch.zeros(b, k, d, dtype=torch.long, device=X.device)
         xs = X.unsqueeze(1).expand(b, k, d)
-        top = self.n_nodes - 1
         for level in range(self.max_depth):
-            f = self.feature[tree, node]
+            at = base + node
+            f = feature.take(at)
             fc = f.clamp_min(0)
-            by_x = xs.gather(2, fc) > self.threshold[tree, node]
-            left = (2 * node + 1).clamp(max=top)
-            vl, vr = self.visits[tree, left], self.visits[tree, (left + 1).clamp(max=top)]
-            total = vl + vr
-            p_right = torch.where(total > 0, vr / total.clamp_min(1e-300), 0.5)
-            go_right = torch.where(present.gather(2, fc), by_x, u[..., level] < p_right)
+            by_x = xs.gather(2, fc) > threshold.take(at)
+            go_right = torch.where(present.gather(2, fc), by_x, u[..., level] < p_right.take(at))
             node = torch.where(f >= 0, 2 * node + 1 + go_right.long(), node)
         return node
 
