@@ -27,7 +27,7 @@ from torchstream.models.distributional import ProbitHead
 from torchstream.reproduce import Comparison
 from torchstream.select import FIRES, FIRESSelector
 from torchstream.sinks import History
-from torchstream.streams import data_path, read_csv
+from torchstream.streams import read_csv, shared_data
 
 #: Shared data files this reproduction reads.
 DATA = ("spambase.csv",)
@@ -60,7 +60,8 @@ def one_run(stream, batch_size: int, fraction: float) -> tuple[float, float, flo
 
 def grid_means(grid, path=None, echo=None) -> dict[str, float]:
     torch.set_num_threads(1)
-    stream = read_csv(path or data_path("spambase.csv"), "class", task="classification")
+    stream = (read_csv(path, "class", task="classification") if path
+              else shared_data("spambase"))
     accs, stabs = [], []
     for b, f in grid:
         acc, stab, ms = one_run(stream, b, f)

@@ -22,7 +22,7 @@ from torchstream.evaluate import Evaluator
 from torchstream.evaluate.noise import NoiseVariability
 from torchstream.learners import RiverLearner
 from torchstream.reproduce import Comparison
-from torchstream.streams import data_path, read_csv
+from torchstream.streams import read_csv, shared_data
 
 #: Shared data files this reproduction reads.
 DATA = ("spambase.csv",)
@@ -38,7 +38,8 @@ TOLERANCE = {"zero_one_loss": 0.03, "noise_variability": 0.03}
 
 def evaluate(path: str | None = None, n_pretrain: int = 100) -> tuple[dict[str, float], Any]:
     torch.set_num_threads(1)
-    stream = read_csv(path or data_path("spambase.csv"), "class", task="classification")
+    stream = (read_csv(path, "class", task="classification") if path
+              else shared_data("spambase"))
     learner = RiverLearner.for_stream(tree.HoeffdingTreeClassifier(), stream)
     nv = NoiseVariability("zero_one", n_samples=15, noise_scale=0.1, seed=0)
     t0 = time.perf_counter()

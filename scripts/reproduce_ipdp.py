@@ -63,7 +63,7 @@ from torchstream.drift import PDPDriftDetector
 from torchstream.evaluate import Prequential
 from torchstream.explain import IncrementalPDP
 from torchstream.reproduce import Comparison
-from torchstream.streams import data_path, read_csv
+from torchstream.streams import shared_data
 
 #: Shared data files this reproduction reads.
 DATA = ("electricity.csv", "california_housing.csv")
@@ -82,7 +82,7 @@ PDP_TOLERANCE = 0.1
 
 def elec2_detections(quick: bool) -> list[int]:
     torch.set_num_threads(1)
-    stream = read_csv(data_path("electricity.csv"), "class", task="classification")
+    stream = shared_data("electricity")
     columns = list(stream.schema.columns)
     feature = columns.index("vicprice")
     explainer = IncrementalPDP(None, feature, grid_size=10, alpha=0.001, grid="quantile",
@@ -115,8 +115,7 @@ def california_gap(quick: bool) -> float:
 
     from torchstream.learners import SklearnModelFn
 
-    stream = read_csv(data_path("california_housing.csv"), "median_house_value",
-                      task="regression")
+    stream = shared_data("california")
     X, y = next(stream.batches(10**6, dtype=torch.float64))
     columns = list(stream.schema.columns)
     keep = [i for i, c in enumerate(columns) if not c.startswith(("ocean_proximity",

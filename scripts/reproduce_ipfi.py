@@ -76,7 +76,7 @@ from torchstream.explain import GeometricReservoir, IncrementalPFI, UniformReser
 from torchstream.learners import SklearnModelFn
 from torchstream.reproduce import Comparison
 from torchstream.schema import Schema
-from torchstream.streams import Agrawal, data_path, read_csv
+from torchstream.streams import Agrawal, shared_data
 
 #: Shared data files this reproduction reads.
 DATA = ("electricity.csv", "bike_hour.csv", "adult.csv")
@@ -162,12 +162,11 @@ def load(name: str) -> tuple[torch.Tensor, torch.Tensor, list[str]]:
     if name == "agrawal":
         stream = Agrawal(classification_function=1, seed=0, n_samples=20_000)
     elif name == "elec2":
-        stream = read_csv(data_path("electricity.csv"), "class", task="classification")
+        stream = shared_data("electricity")
     elif name == "bike":
-        stream = read_csv(data_path("bike_hour.csv"), "cnt", task="regression",
-                          drop=["instant", "dteday", "casual", "registered"])
+        stream = shared_data("bike")
     elif name == "adult":
-        stream = read_csv(data_path("adult.csv"), "income", task="classification")
+        stream = shared_data("adult")
         ordinal = Schema(stream.schema.features, encoding="ordinal")  # one column per feature
         X = ordinal.encode([row for row, _ in stream], dtype=torch.float64)
         return X, stream.y, [str(n) for n in ordinal.columns]

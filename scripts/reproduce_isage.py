@@ -77,7 +77,7 @@ from torchstream.explain import IncrementalSAGE
 from torchstream.learners import SklearnModelFn
 from torchstream.reproduce import Comparison
 from torchstream.schema import Schema
-from torchstream.streams import Agrawal, data_path, read_csv
+from torchstream.streams import Agrawal, shared_data
 
 #: Shared data files this reproduction reads.
 DATA = ("bike_hour.csv", "california_housing.csv", "adult.csv")
@@ -104,17 +104,15 @@ QUICK_TOLERANCE = 0.18
 def load(name: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """The rows, targets and feature names of a data set (float64 numpy arrays)."""
     if name == "bike":
-        s = read_csv(data_path("bike_hour.csv"), "cnt", task="regression",
-                     drop=["instant", "dteday", "casual", "registered"])
+        s = shared_data("bike")
         return s.X.numpy(), s.y.numpy().astype(np.float64), list(s.schema.columns)
     if name == "california":
-        s = read_csv(data_path("california_housing.csv"), "median_house_value",
-                     task="regression", drop=["ocean_proximity"])
+        s = shared_data("california", drop=["ocean_proximity"])
         keep = [j for j, c in enumerate(s.schema.columns) if not c.endswith(":missing")]
         names = [s.schema.columns[j] for j in keep]  # total_bedrooms: missing -> its mean
         return s.X.numpy()[:, keep], s.y.numpy().astype(np.float64) / 1e5, names
     if name == "adult":
-        s = read_csv(data_path("adult.csv"), "income", task="classification")
+        s = shared_data("adult")
         ordinal = Schema(s.schema.features, encoding="ordinal")
         X = ordinal.encode([row for row, _ in s], dtype=torch.float64)
         return X.numpy(), s.y.numpy(), [str(c) for c in ordinal.columns]

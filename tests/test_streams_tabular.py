@@ -747,3 +747,34 @@ def test_tablestream_bool_and_int_labels():
 )
 def test_infer_task(labels, kwargs, task):
     assert infer_task(labels, **kwargs) == task
+
+
+@pytest.mark.parametrize(
+    "name, target, n_features, task",
+    [("electricity", "class", 8, "classification"), ("spambase", "class", 57, "classification"),
+     ("bike", "cnt", 12, "regression"), ("california", "median_house_value", 9, "regression"),
+     ("adult", "income", 14, "classification")],
+)
+def test_shared_data_recipes(name, target, n_features, task):
+    from torchstream.streams import SHARED_DATA, shared_data
+
+    file = SHARED_DATA[name][0]
+    if not data_path(file).exists():
+        pytest.skip(f"data file {file} not on this machine")
+    header = next(csv.reader(data_path(file).open()))
+    stream = shared_data(name)
+    assert stream.task == task and len(stream.schema.features) == n_features
+    names = {f.name for f in stream.schema.features}
+    assert target not in names and names <= set(header)
+    if name == "bike":  # casual + registered = cnt: never a feature
+        assert not names & {"casual", "registered", "instant", "dteday"}
+    if name == "california":  # drop= removes further columns
+        fewer = shared_data(name, drop=["ocean_proximity"]).schema.features
+        assert {f.name for f in fewer} == names - {"ocean_proximity"}
+
+
+def test_shared_data_unknown_name():
+    from torchstream.streams import shared_data
+
+    with pytest.raises(ValueError, match="unknown shared data set 'iris'; known: adult, bike"):
+        shared_data("iris")

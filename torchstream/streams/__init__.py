@@ -13,16 +13,19 @@ from torchstream.streams.synthetic import (
     make_synthetic,
 )
 from torchstream.streams.tabular import (
+    SHARED_DATA,
     TableStream,
     data_path,
     from_numpy,
     from_pandas,
     from_river,
     read_csv,
+    shared_data,
 )
 
 __all__ = [
     "SEA",
+    "SHARED_DATA",
     "STAGGER",
     "SYNTHETIC",
     "Agrawal",
@@ -39,4 +42,5 @@ __all__ = [
     "infer_task",
     "make_synthetic",
     "read_csv",
+    "shared_data",
 ]

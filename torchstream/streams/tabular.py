@@ -21,12 +21,14 @@ from torchstream.streams.base import Row, Stream, Task, infer_task
 
 __all__ = [
     "MISSING_TOKENS",
+    "SHARED_DATA",
     "TableStream",
     "data_path",
     "from_numpy",
     "from_pandas",
     "from_river",
     "read_csv",
+    "shared_data",
 ]
 
 MISSING_TOKENS = ("", "?", "NA", "N/A", "NaN", "nan", "null", "None")
@@ -390,3 +392,36 @@ def from_river(
         rows, labels, categorical=categorical, task=task, schema=None,
         name=name or type(dataset).__name__,
     )
+
+
+#: The shared data sets by name: file, target column, task and the columns that are not features
+#: (bike: ``casual + registered = cnt`` would leak the target; ``instant`` and ``dteday`` index
+#: the rows).
+SHARED_DATA: dict[str, tuple[str, str, Task, tuple[str, ...]]] = {
+    "electricity": ("electricity.csv", "class", "classification", ()),
+    "spambase": ("spambase.csv", "class", "classification", ()),
+    "bike": (
+        "bike_hour.csv", "cnt", "regression", ("instant", "dteday", "casual", "registered")
+    ),
+    "california": ("california_housing.csv", "median_house_value", "regression", ()),
+    "adult": ("adult.csv", "income", "classification", ()),
+}
+
+
+def shared_data(name: str, *, drop: Iterable[str] = (), **kwargs: Any) -> TableStream:
+    """One of the shared data sets (:data:`SHARED_DATA`) as a stream, read with
+    :func:`read_csv` from :func:`data_path` with its target, task and non-feature columns;
+    ``drop`` removes further columns, ``kwargs`` go to :func:`read_csv`.
+
+    >>> shared_data("iris")
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown shared data set 'iris'; known: adult, bike, california, electricity, spambase
+    """
+    if name not in SHARED_DATA:
+        raise ValueError(
+            f"unknown shared data set {name!r}; known: {', '.join(sorted(SHARED_DATA))}"
+        )
+    file, target, task, skip = SHARED_DATA[name]
+    kwargs.setdefault("task", task)
+    return read_csv(data_path(file), target, drop=[*skip, *drop], **kwargs)
