@@ -41,11 +41,19 @@ ixai's iSAGE also starts its smoothed mean prediction at 0 (not debiased), so on
 target far from 0 the empty-coalition loss, and hence every iSAGE value, is inflated for the
 first ~1/alpha rows; ours starts it at the first prediction.
 
+A second table gives the cost of the value check every batch of ours gets before anything
+changes (finite ``X`` and ``y``; for the classifier, integer labels in the model's range): one
+fused pass over the batch with one host read, timed alone (``_check_values``, exactly as
+``explain`` calls it) next to the whole ``explain`` step, in µs per batch, for B = 1 and B = 64 on
+the d = 10 workloads, K = 1. The reservoir's own finiteness check of ``X``, which the explainers
+skip for the rows they have checked, is timed beside it.
+
 Run it from the repository root::
 
     python scripts/bench_explainers.py                          # 2000 rows, 3 repeats
     python scripts/bench_explainers.py --rows 300 --repeats 1   # smoke run (well under a minute)
     python scripts/bench_explainers.py --json bench.json        # also write the numbers
+    python scripts/bench_explainers.py --check-cost-only        # only the value-check table
     python scripts/bench_explainers.py --device cuda            # ours on the GPU (+ d=100 settings)
 
 ixai is a peer measured for comparison, not a dependency of torchstream. Version 0.1.3 pins old
@@ -80,6 +88,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from torchstream.explain.storage._common import _all_finite
 from torchstream.learners import as_model_fn
 from torchstream.streams import Agrawal, Friedman
 
@@ -400,6 +409,65 @@ def minimal_step_time(s: Setting, b: int) -> float | None:
     return elapsed * len(batches(w, b)) / max(len(full), 1)
 
 
+def check_cost(classes: tuple[type, type], works: list[Workload], repeats: int,
+               batch_sizes: tuple[int, ...] = (1, 64)) -> list[dict[str, Any]]:
+    """Cost of the value check every batch gets (finite ``X`` and ``y``, class labels in range:
+    one fused pass, one host read) next to the whole explain step, per batch, on the d = 10
+    workloads: ``check_us`` times the check alone (``_check_values``, as ``explain`` calls it)
+    over every batch of the benchmark rows, ``step_us`` the ``explain`` calls (K = 1), each the
+    minimum over ``repeats`` (the least disturbed run). ``storage_check_us`` is the reservoir's
+    own finiteness check of ``X`` (one sum), which the explainers skip for the rows they have
+    checked."""
+    out = []
+    for w in works:
+        if w.d > 10:
+            continue
+        for kind, cls in zip(("iPFI", "iSAGE"), classes):
+            for b in batch_sizes:
+                data = batches(w, b)
+                check_t, step_t, storage_t = [], [], []
+                for r in range(repeats):
+                    exp = cls(w.ours_fn, w.ours_loss, w.d, alpha=ALPHA, storage="geometric",
+                              storage_size=STORAGE_SIZE, n_samples=1, seed=SEED + r)
+                    for Xb, yb in data[:3]:  # warm-up (also fixes the output width)
+                        exp.explain(Xb, yb)
+                    sync(w.device)
+                    t0 = time.perf_counter()
+                    for Xb, yb in data:
+                        exp._check_values(Xb, yb)
+                    sync(w.device)
+                    check_t.append((time.perf_counter() - t0) / len(data))
+                    t0 = time.perf_counter()
+                    for Xb, _ in data:
+                        _all_finite(Xb)
+                    storage_t.append((time.perf_counter() - t0) / len(data))
+                    sync(w.device)
+                    t0 = time.perf_counter()
+                    for Xb, yb in data:
+                        exp.explain(Xb, yb)
+                    sync(w.device)
+                    step_t.append((time.perf_counter() - t0) / len(data))
+                check, step = min(check_t) * 1e6, min(step_t) * 1e6
+                out.append({"setting": f"{w.name} {kind} K=1 B={b}", "check_us": check,
+                            "step_us": step, "share": check / step,
+                            "storage_check_us": min(storage_t) * 1e6,
+                            "labels": w.ours_loss != "mse"})
+    return out
+
+
+def print_check_cost(rows: list[dict[str, Any]]) -> None:
+    print("\nValue check of every batch (finite X and y, labels in range; fused, one host "
+          "read), µs per batch, minimum over the repeats:")
+    head = ["setting", "check µs", "explain step µs", "check/step",
+            "storage X check µs (now skipped)"]
+    body = [[r["setting"], f"{r['check_us']:.2f}", f"{r['step_us']:.1f}",
+             f"{100 * r['share']:.1f}%", f"{r['storage_check_us']:.2f}"] for r in rows]
+    widths = [max(len(x[i]) for x in [head, *body]) for i in range(len(head))]
+    for cells in [head, *body]:
+        print("  " + " | ".join(c.ljust(wd) if i == 0 else c.rjust(wd)
+                                for i, (c, wd) in enumerate(zip(cells, widths, strict=True))))
+
+
 # ---------------------------------------------------------------------- reporting
 def spearman(a: np.ndarray, b: np.ndarray) -> float:
     ra = np.argsort(np.argsort(a)).astype(float)
@@ -515,6 +583,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="rows ixai explains in the d=100 settings (default: max(50, rows // 20))")
     p.add_argument("--no-ixai", action="store_true", help="measure ours only")
     p.add_argument("--json", default=None, metavar="PATH", help="write the numbers as JSON")
+    p.add_argument("--check-cost-only", action="store_true",
+                   help="measure only the per-batch value check against the explain step")
     args = p.parse_args(argv)
 
     torch.set_num_threads(1)
@@ -547,6 +617,8 @@ def main(argv: list[str] | None = None) -> int:
         for kind in ("iPFI", "iSAGE"):
             for k in ks:
                 settings.append(Setting(w, kind, k, bs, min(ix_rows, n)))
+    if args.check_cost_only:
+        settings = []
     data = {(id(s.work), b): batches(s.work, b) for s in settings for b in s.batch_sizes}
     for s in settings:  # record the model inputs (and warm up)
         for b in s.batch_sizes:
@@ -562,6 +634,10 @@ def main(argv: list[str] | None = None) -> int:
     for w in works:
         print(f"  {w.name}: {w.note}")
     print(f"  setup (streams, pre-training, recording): {setup:.1f} s")
+    checks = check_cost(classes, works, args.repeats)
+    if args.check_cost_only:
+        print_check_cost(checks)
+        return 0
 
     t_bench = time.perf_counter()
     for r in range(args.repeats):
@@ -584,6 +660,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = table_rows(settings, n)
     print()
     print_table(rows)
+    print_check_cost(checks)
     print("\nratio = ours obs/s / ixai obs/s (ixai: one row at a time); ours/floor = our time / "
           "time of the bare model_fn calls on the same inputs; minimal/floor = the least work any "
           "eager iPFI step must do (minimal_step_time) over the same floor")
@@ -602,6 +679,7 @@ def main(argv: list[str] | None = None) -> int:
             "ixai": ix["version"] if ix else None, "threads": torch.get_num_threads(),
             "platform": platform.platform(), "cpu_count": os.cpu_count(),
             "workloads": {w.name: w.note for w in works}, "results": rows, "importances": imps,
+            "check_cost": checks,
         }
         with open(args.json, "w") as fh:
             json.dump(payload, fh, indent=2)

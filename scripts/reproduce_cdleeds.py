@@ -226,7 +226,8 @@ def run(
     alerts: dict[str, list[int]] = {name: [] for name in cds}
     if baselines:
         adwin, ddm = river_drift.ADWIN(delta=0.1), river_drift.binary.DDM()
-        erics = ERICS(ProbitHead(d), window_mvg_average=90, window_drift_detect=90, beta=0.001)
+        erics = ERICS(ProbitHead(d), window_mvg_average=90, window_drift_detect=90, beta=0.001,
+                      warm_up=0, refractory=0)
         alerts.update({"ERICS": [], "ADWIN": [], "DDM": []})
     g = torch.Generator().manual_seed(seed)
     monitored = X[1000 + torch.randperm(n - 1000, generator=g)[:100]]

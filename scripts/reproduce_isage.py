@@ -109,7 +109,7 @@ def load(name: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
     if name == "california":
         s = shared_data("california", drop=["ocean_proximity"])
         keep = [j for j, c in enumerate(s.schema.columns) if not c.endswith(":missing")]
-        names = [s.schema.columns[j] for j in keep]  # total_bedrooms: missing -> its mean
+        names = [s.schema.columns[j] for j in keep]  # missing total_bedrooms: earlier rows' mean
         return s.X.numpy()[:, keep], s.y.numpy().astype(np.float64) / 1e5, names
     if name == "adult":
         s = shared_data("adult")

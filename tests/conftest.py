@@ -22,3 +22,13 @@ def data_dir() -> Iterator[Path]:
         path = REPO_ROOT.parent / "shared" / "data"
         mp.setenv("TORCHSTREAM_DATA", str(path))
         yield path
+
+
+@pytest.fixture(scope="session", autouse=True)
+def checkpoint_key_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Checkpoint signing keys of the tests live in a temporary ``$TORCHSTREAM_HOME``, never in
+    the user's own configuration."""
+    home = tmp_path_factory.mktemp("torchstream_home")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TORCHSTREAM_HOME", str(home))
+        yield home

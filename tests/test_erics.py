@@ -101,7 +101,7 @@ def test_single_jump_reference_semantics():
 
 def test_single_jump_paper_semantics():
     M = 50
-    e = _jump(ERICS(), 300)
+    e = _jump(ERICS(warm_up=0, refractory=0), 300)
     ma = list(e.ma_trace)
     assert ma[100 : 100 + M] == [1 / (2 * M)] * M  # M pairs
     assert ma[:100] == [0.0] * 100 and ma[100 + M] == 0.0
@@ -150,7 +150,7 @@ def test_warm_up_masks_early_alerts_and_evaluator_scores():
         e.update(mu, torch.ones(3, dtype=F64))
     assert e.alerts == [200]
     assert all(t >= 80 for t, _ in e.partial_alerts)
-    unmasked = ERICS(refractory=50)
+    unmasked = ERICS(warm_up=0, refractory=50)
     for t in range(100):
         mu = torch.zeros(3, dtype=F64)
         mu[0] = 1.0 if t >= 30 else 0.0

@@ -118,10 +118,10 @@ def test_check9_adaptation_needs_a_high_learning_rate():
 
 # ---------------------------------------------------------------------- ERICS
 def _erics_pair(J: int = 20):
-    """A reference-compatible ERICS training a Probit head (E = 10, lr 0.01) and a default
-    ERICS reading the same head's snapshots."""
+    """A reference-compatible ERICS training a Probit head (E = 10, lr 0.01) and an ERICS with
+    the paper's semantics (no warm-up, no cool-down) reading the same head's snapshots."""
     head = ProbitHead(J, epochs=10)
-    return ERICS(head, reference_compat=True), ERICS(head)
+    return ERICS(head, reference_compat=True), ERICS(head, warm_up=0, refractory=0)
 
 
 def _count(alerts, lo, hi):

@@ -432,8 +432,9 @@ def test_chunked_calls_and_x_untouched():
     assert torch.equal(whole.pd, chunked.pd)
 
 
-def test_warm_up_waits_for_an_open_range():
-    """No explanation while the rolling range is empty or degenerate (min == max)."""
+def test_warm_up_waits_for_two_values():
+    """No explanation while the rolling range holds fewer than two values; then a degenerate
+    range (min == max) gives a one-point grid (tests/test_explainer_batch_checks.py)."""
     from torchstream.evaluate.plugins import Batch
 
     f = linear([2.0, 1.0])
@@ -444,9 +445,14 @@ def test_warm_up_waits_for_an_open_range():
     grid, pd = ipdp.grid, ipdp.pd
     assert ipdp.n_explained == 0 and bool(torch.isnan(grid).all()) and bool(torch.isnan(pd).all())
     assert math.isnan(ipdp.importance())
-    ipdp.explain(const)  # storage holds only 1.0: lo == hi, still waiting
-    assert ipdp.n_explained == 0
-    ipdp.explain(torch.tensor([[3.0, 0.0]], dtype=F64))  # met the degenerate range: stored only
+    degenerate = IncrementalPDP(f, 0, grid_size=5, alpha=0.1)
+    degenerate.explain(const)
+    degenerate.explain(const)  # storage holds only 1.0: the one-point grid x0 = 1, f = 2
+    assert degenerate.n_explained == 10 and degenerate.grid.tolist() == [1.0]
+    assert degenerate.importance() == 0.0
+    ipdp = IncrementalPDP(f, 0, grid_size=5, alpha=0.1)
+    ipdp.explain(const[:1])
+    ipdp.explain(torch.tensor([[3.0, 0.0]], dtype=F64))  # one stored value: stored only
     assert ipdp.n_explained == 0
     grid, pd = ipdp.explain(torch.tensor([[2.0, 5.0]], dtype=F64))
     assert ipdp.n_explained == 1

@@ -118,7 +118,8 @@ def test_history_state_dict_round_trip():
     _log(history, STEPS[2:])
     _log(restored, STEPS[2:])
     assert restored.series == history.series
-    assert state["series"][CUM] == [(0, 1.0), (10, 0.75)]  # the state is a copy
+    assert state["steps"][CUM].tolist() == [0, 10]  # the state is a copy
+    assert state["values"][CUM].tolist() == [1.0, 0.75]
 
 
 def test_plots(tmp_path):

@@ -155,8 +155,7 @@ def test_california_housing(housing):
     assert bedrooms.kind == "numeric" and bedrooms.nullable
     assert [f.name for f in schema.features if f.nullable] == ["total_bedrooms"]
     raw_beds = d.col("total_bedrooms")
-    observed = [float(v) for v in raw_beds if v != ""]
-    assert bedrooms.fill_value == pytest.approx(sum(observed) / len(observed))
+    assert bedrooms.fill_value == 0.0  # a lone row encoded by the schema
     ocean = by["ocean_proximity"]
     assert ocean.kind == "categorical" and not ocean.nullable
     assert len(ocean.categories) == 5 and set(ocean.categories) == set(d.col("ocean_proximity"))
@@ -168,7 +167,8 @@ def test_california_housing(housing):
     assert n_empty > 0 and int(indicator.sum()) == n_empty
     assert indicator.nonzero().flatten().tolist() == [i for i, v in enumerate(raw_beds) if v == ""]
     first_missing = raw_beds.index("")
-    assert d.value(first_missing, "total_bedrooms") == bedrooms.fill_value
+    earlier = [float(v) for v in raw_beds[:first_missing]]  # causal: the mean of earlier rows
+    assert d.value(first_missing, "total_bedrooms") == pytest.approx(sum(earlier) / len(earlier))
     assert d.value(first_missing, "total_bedrooms:missing") == 1.0
     rows = [0, 1, first_missing, 20_639]
     _check_numeric_rows(d, "median_house_value", rows, skip=("ocean_proximity",))
@@ -245,12 +245,13 @@ def test_read_csv_small_file_kinds_and_values(tmp_path):
     p = write(tmp_path, "a,b,c,y\n1, red ,x,yes\n?,blue,NA,no\n3.5,red,x,yes\n")
     s = read_csv(p, "y", missing=("?", "NA"))
     assert s.schema.features == (
-        Feature("a", nullable=True, fill_value=2.25),
+        Feature("a", nullable=True, fill_value=0.0),  # fill_value: a row encoded on its own
         Feature("b", "categorical", ("red", "blue")),  # values are stripped
         Feature("c", "categorical", ("x",), nullable=True),
     )
     assert s.classes == ["no", "yes"] and s.y.tolist() == [1, 0, 1]
-    assert s.X.tolist() == [[1, 0, 1, 0, 1, 0], [2.25, 1, 0, 1, 0, 1], [3.5, 0, 1, 0, 1, 0]]
+    # the missing 'a' of row 1 gets the mean of the earlier rows (row 0), never of row 2
+    assert s.X.tolist() == [[1, 0, 1, 0, 1, 0], [1.0, 1, 0, 1, 0, 1], [3.5, 0, 1, 0, 1, 0]]
     assert [r for r, _ in s] == [
         {"a": 1.0, "b": "red", "c": "x"},
         {"a": None, "b": "blue", "c": None},
@@ -272,7 +273,10 @@ def test_read_csv_options(tmp_path):
 
 def test_read_csv_mostly_text_column_is_categorical(tmp_path):
     p = write(tmp_path, "a,y\n1,0\nx,1\ny,0\nz,1\n")
-    s = read_csv(p, "y")
+    with pytest.raises(ValueError, match=r"line 2, column 'a': numeric value '1' in a column of "
+                                         r"strings — 1 number and 3 strings such as 'x', 'y', 'z'"):
+        read_csv(p, "y")  # numbers and strings in one column: declared, never guessed
+    s = read_csv(p, "y", categorical=["a"])
     assert s.schema.features[0] == Feature("a", "categorical", ("1", "x", "y", "z"))
     with pytest.raises(ValueError, match=r"line 3, column 'a': non-numeric value 'x'"):
         read_csv(p, "y", numeric=["a"])
@@ -353,7 +357,9 @@ def test_empty_header_only_duplicate_header_missing_file(tmp_path):
 
 def test_numeric_forces_error_for_categorical_looking_column(tmp_path):
     p = write(tmp_path, "color,y\nred,0\nblue,1\n3,0\n")
-    assert read_csv(p, "y").schema.features[0].kind == "categorical"
+    with pytest.raises(ValueError, match=r"line 4, column 'color': numeric value '3' in a column"):
+        read_csv(p, "y")
+    assert read_csv(p, "y", categorical=["color"]).schema.features[0].kind == "categorical"
     with pytest.raises(
         ValueError,
         match=r"line 2, column 'color': non-numeric value 'red' .*"
@@ -417,15 +423,16 @@ def test_from_pandas():
     s = from_pandas(frame, "label", drop=["drop_me"], name="pd")
     by = {f.name: f for f in s.schema.features}
     assert list(by) == ["num", "count", "color", "flag"]
-    assert by["num"] == Feature("num", nullable=True, fill_value=pytest.approx(7 / 3))
+    assert by["num"] == Feature("num", nullable=True, fill_value=0.0)
     assert by["count"] == Feature("count", fill_value=2.5)
     assert by["color"] == Feature("color", "categorical", ("red", "blue"), nullable=True)
     assert by["flag"] == Feature("flag", "categorical", (True, False))
     assert s.task == "classification" and s.classes == ["a", "b", "c"]
     assert s.y.tolist() == [1, 0, 1, 2]
     expected = s.schema.encode(frame.drop(columns=["label", "drop_me"]), dtype=torch.float64)
+    expected[2, 0] = 1.5  # the missing 'num' of row 2: the mean of rows 0 and 1, never of row 3
     assert torch.equal(s.X, expected)
-    assert s.X[2].tolist() == [7 / 3, 1, 3, 0, 0, 1, 1, 0]
+    assert s.X[2].tolist() == [1.5, 1, 3, 0, 0, 1, 1, 0]
     rows = [r for r, _ in s]
     assert rows[2]["num"] is None and rows[2]["color"] is None
     cat = from_pandas(frame.astype({"color": "category"}), "label", categorical=["count"])

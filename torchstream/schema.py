@@ -9,6 +9,9 @@ Policies (stated once, applied everywhere):
   feature unless it is declared ``nullable``. A nullable numeric feature is encoded as two
   columns: its value (``fill_value`` where missing) and a ``"<name>:missing"`` indicator
   (1.0 where missing). A nullable categorical feature gets an explicit ``"<missing>"`` category.
+  The in-memory streams built from a file or a frame impute causally instead
+  (:func:`running_mean_fill`): a missing value at row ``t`` gets the mean of the values in rows
+  ``0 .. t-1``, never one computed from later rows.
 * **Unseen categories** are an error (``unseen="error"``, the default) or go to an explicit
   ``"<other>"`` category (``unseen="other"``), which has its own one-hot column / ordinal code.
 * **Infinite values** are always an error. A dict row with an unknown key or without a
@@ -46,7 +49,7 @@ FeatureKind = Literal["numeric", "categorical"]
 MISSING = "<missing>"
 OTHER = "<other>"
 
-__all__ = ["MISSING", "OTHER", "Feature", "Schema", "is_missing", "match_key"]
+__all__ = ["MISSING", "OTHER", "Feature", "Schema", "is_missing", "match_key", "running_mean_fill"]
 
 _BOOL_TYPES = (bool, np.bool_)
 
@@ -54,6 +57,22 @@ _BOOL_TYPES = (bool, np.bool_)
 def is_missing(value: Any) -> bool:
     """``True`` for ``None`` and NaN (the two spellings of a missing value in a row)."""
     return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def running_mean_fill(values: np.ndarray, missing: np.ndarray) -> np.ndarray:
+    """``values`` (float ``[n]``) with each missing entry replaced by the mean of the present
+    entries before it, or 0.0 where none precedes it: the imputation of a stream that never
+    looks ahead. Present entries are returned unchanged.
+
+    >>> running_mean_fill(np.array([0.0, 2.0, 0.0, 4.0, 0.0]), np.array([1, 0, 1, 0, 1], bool))
+    array([0., 2., 2., 4., 3.])
+    """
+    miss = np.asarray(missing, dtype=bool)
+    present = np.where(miss, 0.0, np.asarray(values, dtype=np.float64))
+    sums = np.cumsum(present)  # a missing row adds 0 to the sum and 0 to the count
+    counts = np.cumsum(~miss)
+    means = np.divide(sums, counts, out=np.zeros_like(sums), where=counts > 0)
+    return np.where(miss, means, present)
 
 
 def match_key(value: Any) -> tuple[bool, Any]:

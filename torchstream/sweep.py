@@ -21,13 +21,22 @@ seconds, final metrics and explainer values). A failed run is reported with its 
 not stop the grid; a rerun skips the runs that have a ``result.json``. The whole config is checked
 (unknown keys, model and stream names, run options, CUDA availability, the Ray address) before
 any run starts.
+
+Every value is checked against the type of its ``torchstream run`` option (a flag takes
+``true``/``false``, a number option a number, a list option a list of strings, a choice one of
+its choices), and no value can become an option of its own: a string may not start with ``-``,
+and single values are passed as ``--option=value``. The options the sweep sets itself or that
+read or write files of a run (``logdir``, ``result_json``, ``checkpoint``, ``checkpoint_every``,
+``resume``, ``trust_checkpoint``, ``no_progress``) are refused.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
+import sys
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -35,15 +44,21 @@ from itertools import product
 from pathlib import Path
 from typing import Any
 
-import tomllib
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
 
 __all__ = ["RunSpec", "SweepConfig", "load_sweep", "run_sweep"]
 
 _SWEEP_KEYS = {"name", "out", "workers", "executor", "ray_address"}
 _GRID_KEYS = {"streams": "stream", "models": "model", "explain": "explain", "seeds": "seed",
               "batch_sizes": "batch_size", "lrs": "lr"}
-_RESERVED_RUN = {"stream", "model", "explain", "seed", "logdir", "result_json", "resume",
-                 "checkpoint", "checkpoint_every", "no_progress"}
+#: ``torchstream run`` options a sweep config may not set: the sweep sets them itself, or they
+#: read or write a run's files (a checkpoint to resume from is never taken from a config).
+_RESERVED_RUN = frozenset({"logdir", "result_json", "resume", "checkpoint", "checkpoint_every",
+                           "trust_checkpoint", "no_progress", "help"})
+_KEY = re.compile(r"[a-z][a-z0-9_]*")
 
 
 @dataclass(frozen=True)
@@ -54,16 +69,24 @@ class RunSpec:
     options: dict[str, Any]
 
     def argv(self, out: Path) -> list[str]:
+        """The ``torchstream run`` arguments. Single values go as ``--option=value`` and list
+        items never start with ``-``, so no value is read as an option."""
         args = ["run"]
         for key, value in self.options.items():
+            if not isinstance(key, str) or not _KEY.fullmatch(key) or key in _RESERVED_RUN:
+                raise ValueError(f"run {self.run_id}: option {key!r} cannot be set by a sweep")
             flag = "--" + key.replace("_", "-")
             if isinstance(value, bool):
                 if value:
                     args.append(flag)
             elif isinstance(value, list):
-                args += [flag, *map(str, value)]
+                items = [str(v) for v in value]
+                bad = [v for v in items if v.startswith("-")]
+                if bad:
+                    raise ValueError(f"run {self.run_id}: {key} item {bad[0]!r} starts with '-'")
+                args += [flag, *items]
             else:
-                args += [flag, str(value)]
+                args.append(f"{flag}={value}")
         run_dir = out / self.run_id
         return args + ["--logdir", str(run_dir / "tensorboard"),
                        "--result-json", str(run_dir / "result.json"), "--no-progress"]
@@ -110,10 +133,14 @@ def load_sweep(path: str | Path) -> SweepConfig:
     unknown = sorted(set(raw) - {"sweep", "grid", "run"})
     if unknown:
         _fail(path, f"unknown sections {unknown}; known: sweep, grid, run")
+    for section in ("sweep", "grid", "run"):
+        if not isinstance(raw.get(section, {}), dict):
+            _fail(path, f"[{section}] must be a table, got {raw[section]!r}")
     sweep = dict(raw.get("sweep", {}))
     bad = sorted(set(sweep) - _SWEEP_KEYS)
     if bad:
         _fail(path, f"unknown keys {bad} in [sweep]; known: {sorted(_SWEEP_KEYS)}")
+    options = _run_options()
     grid = dict(raw.get("grid", {}))
     bad = sorted(set(grid) - set(_GRID_KEYS))
     if bad:
@@ -121,24 +148,94 @@ def load_sweep(path: str | Path) -> SweepConfig:
     for k, v in grid.items():
         if not isinstance(v, list) or not v:
             _fail(path, f"[grid] {k} must be a non-empty list, got {v!r}")
-    if "streams" not in grid and "stream" not in raw.get("run", {}):
+        try:
+            grid[k] = [_checked(f"[grid] {k}[{i}]", options[_GRID_KEYS[k]], x)
+                       for i, x in enumerate(v)]
+        except ValueError as e:
+            _fail(path, str(e))
+    run: dict[str, Any] = {}
+    for key, value in raw.get("run", {}).items():
+        dest = key.replace("-", "_")
+        if dest in _RESERVED_RUN:
+            _fail(path, f"[run] {key}: set by the sweep itself or reads or writes a run's "
+                        f"files; a sweep config cannot set it")
+        if dest not in options:
+            known = ", ".join(sorted(set(options) - _RESERVED_RUN))
+            _fail(path, f"unknown key {key!r} in [run]: not an option of `torchstream run`; "
+                        f"known: {known}")
+        if dest in run:
+            _fail(path, f"[run] {key} is given twice (as {dest!r} and {key!r})")
+        try:
+            run[dest] = _checked(f"[run] {key}", options[dest], value)
+        except ValueError as e:
+            _fail(path, str(e))
+    if "streams" not in grid and "stream" not in run:
         grid.setdefault("streams", ["agrawal-drift"])
-    run = dict(raw.get("run", {}))
-    reserved = sorted(set(run) & _RESERVED_RUN - {"stream", "model", "explain", "seed"})
-    if reserved:
-        _fail(path, f"[run] keys {reserved} are set by the sweep itself")
     clash = sorted({_GRID_KEYS[k] for k in grid} & set(run))
     if clash:
         _fail(path, f"{clash} appear both in [grid] and in [run]")
-    name = str(sweep.get("name", path.stem))
+    for key in ("name", "out", "ray_address"):
+        if key in sweep and (not isinstance(sweep[key], str) or not sweep[key]):
+            _fail(path, f"[sweep] {key} must be a non-empty string, got {sweep[key]!r}")
+    name = sweep.get("name", path.stem)
     workers = sweep.get("workers", 1)
-    if not isinstance(workers, int) or workers < 1:
+    if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
         _fail(path, f"[sweep] workers must be a positive integer, got {workers!r}")
     executor = sweep.get("executor", "local")
     if executor not in ("local", "ray"):
         _fail(path, f"[sweep] executor must be 'local' or 'ray', got {executor!r}")
     out = Path(sweep.get("out", Path("runs") / f"sweep-{name}"))
     return SweepConfig(name, out, workers, executor, sweep.get("ray_address"), grid, run)
+
+
+def _run_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The ``run`` sub-command's parser inside the ``torchstream`` parser."""
+    return parser._subparsers._group_actions[0].choices["run"]  # type: ignore[union-attr]
+
+
+def _run_options() -> dict[str, argparse.Action]:
+    """``torchstream run``'s options by config key (``--batch-size``: ``batch_size``)."""
+    from torchstream.cli import build_parser
+
+    return {opt[2:].replace("-", "_"): action
+            for action in _run_parser(build_parser())._actions
+            for opt in action.option_strings if opt.startswith("--")}
+
+
+def _checked(where: str, action: argparse.Action, value: Any) -> Any:
+    """``value`` if it has the type of ``action``'s option, else a ``ValueError``."""
+    if isinstance(action, argparse._StoreConstAction):  # store_true / store_false
+        if not isinstance(value, bool):
+            raise ValueError(f"{where} must be true or false, got {value!r}")
+        return value
+    if type(action) is not argparse._StoreAction:
+        raise ValueError(f"{where}: not an option a sweep can set")
+    nargs = action.nargs
+    if nargs in ("*", "+") or isinstance(nargs, int):
+        if not isinstance(value, list):
+            raise ValueError(f"{where} must be a list, got {value!r}")
+        if (nargs == "+" and not value) or (isinstance(nargs, int) and len(value) != nargs):
+            count = nargs if isinstance(nargs, int) else "at least 1"
+            raise ValueError(f"{where} must have {count} item(s), got {value!r}")
+        return [_checked_item(f"{where}[{i}]", action, v) for i, v in enumerate(value)]
+    return _checked_item(where, action, value)
+
+
+def _checked_item(where: str, action: argparse.Action, value: Any) -> Any:
+    if action.type is int:
+        ok, expect = isinstance(value, int) and not isinstance(value, bool), "an integer"
+    elif action.type is float:
+        ok = (isinstance(value, (int, float)) and not isinstance(value, bool)
+              and math.isfinite(value))
+        expect = "a finite number"
+    else:  # passed as a string: never one that argparse could read as an option
+        ok = isinstance(value, str) and value != "" and not value.startswith("-")
+        expect = "a non-empty string that does not start with '-'"
+    if not ok:
+        raise ValueError(f"{where} must be {expect}, got {value!r}")
+    if action.choices is not None and value not in action.choices:
+        raise ValueError(f"{where} must be one of {sorted(action.choices)}, got {value!r}")
+    return value
 
 
 def check_runs(config: SweepConfig) -> list[RunSpec]:
@@ -166,7 +263,7 @@ def _parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Nam
         messages.append(message)
         raise ValueError(message)
 
-    sub = parser._subparsers._group_actions[0].choices["run"]  # type: ignore[union-attr]
+    sub = _run_parser(parser)
     sub.error = error  # type: ignore[method-assign]
     parser.error = error  # type: ignore[method-assign]
     return parser.parse_args(list(argv))
@@ -210,8 +307,8 @@ def execute(argv: list[str], run_dir: str) -> dict[str, Any]:
         with contextlib.redirect_stdout(log):
             main(argv)
         status, error = "ok", ""
-    except SystemExit as e:
-        status, error = "failed", str(e.code if e.code is not None else e)
+    except SystemExit as e:  # the command's one-line message (its str), or its exit status
+        status, error = "failed", str(e) or f"exit status {e.code}"
     except Exception as e:  # noqa: BLE001 (a failed run must not stop the grid)
         status, error = "failed", f"{type(e).__name__}: {e}"
         (Path(run_dir) / "traceback.txt").write_text(traceback.format_exc())

@@ -29,16 +29,21 @@ Three documented fixes of the published behaviour (spec of this package, §5.5, 
 * ``clamp_alpha`` (default on): ``alpha = max(alpha, 0)`` after the decay. The decay factor
   ``1 - beta * Delta`` turns negative once ``Delta > 1 / beta``, which can make ``alpha`` a tiny
   negative number and fire an alert on a perfectly constant signal.
-* ``refractory``: after a reported alert, alerts in the next ``refractory`` steps are not
-  reported (the threshold still follows them). One jump of the distribution otherwise gives an
-  alert at every step (every second step in the reference code) while it is inside the window.
-* ``warm_up``: alerts in the first ``warm_up`` steps are not reported (initial training moves
-  the distribution a lot; the paper ignores the first 80 batches).
+* ``refractory`` (default ``W``): after a reported alert, alerts in the next ``refractory``
+  steps are not reported (the threshold still follows them). One jump of the distribution
+  otherwise gives an alert at every step (every second step in the reference code) while it is
+  inside the ``W`` window; with ``refractory = W`` it gives one.
+* ``warm_up`` (default ``M + W``): alerts in the first ``warm_up`` steps are not reported (the
+  threshold still follows them). Until then the windows are not full, ``D_t`` compares ``MA_t``
+  with nothing, and the initial training of the head moves the distribution a lot: without a
+  warm-up a Probit head on SEA or Agrawal alerts at nearly every one of the first 60 batches
+  (the reference code at every second one; ``scripts/erics_false_alarms.py`` counts them). The
+  paper ignores the first 80 batches.
 
 ``reference_compat=True`` reproduces the authors' code: ``M - 1`` pairs in the window (divisor
 still ``2M``), ``D_t = MA_t - MA_{t-W+1}`` over the available values (``D_0 = MA_0``, ``W >= 2``),
-no clamp, and after an alert the threshold is unset and re-initialised to ``|D|`` at the next
-step, so alerts come at most every second step.
+no clamp, no warm-up and no cool-down unless given, and after an alert the threshold is unset
+and re-initialised to ``|D|`` at the next step, so alerts come at most every second step.
 
 References
 ----------
@@ -177,12 +182,15 @@ class ERICS:
     clamp_alpha
         Keep the threshold >= 0 (default: on, off with ``reference_compat``).
     warm_up
-        Alerts at steps ``< warm_up`` are not reported.
+        Alerts at steps ``< warm_up`` are not reported. Default (``None``): ``M + W``, the steps
+        until both windows are full; 0 with ``reference_compat``.
     refractory
         After a reported alert, alerts in the next ``refractory`` steps are not reported (per
-        feature for partial alerts).
+        feature for partial alerts). Default (``None``): ``W``, one report per jump of the
+        distribution; 0 with ``reference_compat``.
     reference_compat
-        Reproduce the reference implementation exactly (module docstring).
+        Reproduce the reference implementation exactly (module docstring); ``warm_up`` and
+        ``refractory`` then default to 0.
     partial
         Also run the per-feature (partial) test.
     mu_init, sigma_init
@@ -190,7 +198,7 @@ class ERICS:
         standard-normal initialisation of the heads.
     history
         How many steps of the traces :attr:`ma_trace`, :attr:`drift_trace`,
-        :attr:`alpha_trace` to keep (``None``: all).
+        :attr:`alpha_trace` to keep (default: the last 10,000; ``None``: all).
 
     Attributes
     ----------
@@ -208,19 +216,21 @@ class ERICS:
     Parameter 0 of five moves its mean from 0 to 1 at step 100 (``sigma = 1`` throughout):
 
     >>> import torch
-    >>> erics = ERICS(window_mvg_average=50, window_drift_detect=50, refractory=50)
+    >>> erics = ERICS(window_mvg_average=50, window_drift_detect=50)
     >>> mu = torch.zeros(5, dtype=torch.float64)
     >>> for t in range(300):
     ...     mu[0] = 1.0 if t >= 100 else 0.0
     ...     _ = erics.update(mu, torch.ones(5, dtype=torch.float64))
     >>> erics.alerts, erics.partial_alerts, round(erics.ma_trace[120], 4)
     ([100], [(100, 0)], 0.01)
+    >>> erics.warm_up, erics.refractory
+    (100, 50)
 
     With a Probit head on a seeded stream whose labels flip at batch 150:
 
     >>> from torchstream.models.distributional import ProbitHead
     >>> g = torch.Generator().manual_seed(0)
-    >>> erics = ERICS(ProbitHead(4, epochs=10), warm_up=80, refractory=50)
+    >>> erics = ERICS(ProbitHead(4, epochs=10))
     >>> for t in range(250):
     ...     X = torch.randn(100, 4, generator=g, dtype=torch.float64)
     ...     y = (X[:, 0] + X[:, 1] > 0).long()
@@ -240,13 +250,13 @@ class ERICS:
         beta: float = 1e-4,
         pairs: str | None = None,
         clamp_alpha: bool | None = None,
-        warm_up: int = 0,
-        refractory: int = 0,
+        warm_up: int | None = None,
+        refractory: int | None = None,
         reference_compat: bool = False,
         partial: bool = True,
         mu_init: float | torch.Tensor = 0.0,
         sigma_init: float | torch.Tensor = 1.0,
-        history: int | None = None,
+        history: int | None = 10_000,
     ) -> None:
         self.reference_compat = bool(reference_compat)
         if pairs is None:
@@ -263,6 +273,10 @@ class ERICS:
             raise ValueError(f"beta must be a number in [0, 1), got {beta!r}")
         self.beta = float(beta)
         self.clamp_alpha = (not self.reference_compat) if clamp_alpha is None else bool(clamp_alpha)
+        if warm_up is None:
+            warm_up = 0 if self.reference_compat else self.M + self.W
+        if refractory is None:
+            refractory = 0 if self.reference_compat else self.W
         self.warm_up = _int_arg(warm_up, "warm_up", 0)
         self.refractory = _int_arg(refractory, "refractory", 0)
         self.partial = bool(partial)
@@ -561,5 +575,6 @@ class ERICS:
         head = "None" if self.head is None else type(self.head).__name__
         return (
             f"ERICS(head={head}, window_mvg_average={self.M}, window_drift_detect={self.W}, "
-            f"beta={self.beta}, alerts={len(self.alerts)})"
+            f"beta={self.beta}, warm_up={self.warm_up}, refractory={self.refractory}, "
+            f"alerts={len(self.alerts)})"
         )

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import copy
-import pickle
 from collections.abc import Mapping
 from typing import Any, Literal
 
 import torch
+
+from torchstream.checkpoint import restore_object
 
 __all__ = ["ErrorDetector"]
 
@@ -91,13 +92,13 @@ class ErrorDetector:
         return {"drift": 1.0 if self.drift_detected else 0.0}
 
     def state_dict(self) -> dict[str, Any]:
-        return {"detector": pickle.dumps(self.detector), "drift_detected": self.drift_detected,
+        return {"detector": copy.deepcopy(self.detector), "drift_detected": self.drift_detected,
                 "drift_positions": list(self.drift_positions),
                 "drift_steps": list(self.drift_steps)}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         det = state["detector"]
-        self.detector = pickle.loads(det) if isinstance(det, bytes) else copy.deepcopy(det)
+        self.detector = restore_object(det, "the river detector")
         self.drift_detected = bool(state["drift_detected"])
         self.drift_positions = list(state["drift_positions"])
         self.drift_steps = list(state["drift_steps"])

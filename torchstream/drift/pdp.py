@@ -15,12 +15,12 @@ References
 from __future__ import annotations
 
 import copy
-import pickle
 from collections.abc import Mapping
 from typing import Any
 
 import torch
 
+from torchstream.checkpoint import restore_object
 from torchstream.explain.ipdp import IncrementalPDP
 
 __all__ = ["PDPDriftDetector"]
@@ -153,10 +153,10 @@ class PDPDriftDetector:
         return self.explainer.figures()
 
     def state_dict(self) -> dict[str, Any]:
-        """Explainer, change detector (pickled), alerts and snapshots: resume is bit-exact."""
+        """Explainer, change detector (a copy), alerts and snapshots: resume is bit-exact."""
         return {
             "explainer": self.explainer.state_dict(),
-            "detector": pickle.dumps(self.detector),
+            "detector": copy.deepcopy(self.detector),
             "drift_detected": self.drift_detected,
             "drift_positions": list(self.drift_positions),
             "snapshots": [(r, g.clone(), p.clone()) for r, g, p in self.snapshots],
@@ -167,10 +167,7 @@ class PDPDriftDetector:
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.explainer.load_state_dict(state["explainer"])
         detector = state["detector"]
-        self.detector = (
-            pickle.loads(detector) if isinstance(detector, (bytes, bytearray))
-            else copy.deepcopy(detector)
-        )
+        self.detector = restore_object(detector, "the change detector")
         self.drift_detected = bool(state["drift_detected"])
         self.drift_positions = [int(p) for p in state["drift_positions"]]
         self.snapshots = [(int(r), g.clone(), p.clone()) for r, g, p in state["snapshots"]]

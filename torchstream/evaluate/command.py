@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from torchstream.cli_checks import check_device, check_output_path
+
 __all__ = ["add_parser", "evaluate"]
 
 DETECTORS = ("ddm", "eddm", "hddm_a", "hddm_w", "adwin", "page_hinkley", "kswin")
@@ -79,6 +81,9 @@ def evaluate(args: argparse.Namespace, make_stream: Any) -> int:
         raise SystemExit("error: --n-pretrain must be >= 0")
     if args.strategy == "kfold" and args.k < 2:
         raise SystemExit("error: --k must be >= 2")
+    check_device(args.device)
+    if args.out:
+        check_output_path(args.out, "--out", directory=True)
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     try:
@@ -98,7 +103,7 @@ def evaluate(args: argparse.Namespace, make_stream: Any) -> int:
         strategy_args = {"test_interval": args.test_interval, "holdout_size": args.holdout_size,
                          "replace_every": args.replace_every}
     elif args.strategy == "kfold":
-        strategy_args = {"k": args.k, "mode": args.mode, "seed": args.seed}
+        strategy_args = {"k": args.k, "mode": args.mode}  # seeded from the runner's seed
     out = Path(args.out or Path("runs") / f"evaluate-{stream.name}-{time.strftime('%Y%m%d-%H%M%S')}")
     out.mkdir(parents=True, exist_ok=True)
     sink = TensorBoardSink(str(out / "tensorboard"))

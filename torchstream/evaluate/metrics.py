@@ -161,7 +161,8 @@ class Metric:
             "n": self.n,
             "total": self._total,
             "ring": None if self._ring is None else self._ring.state_dict(),
-            "pending": list(self._pending),
+            # one tensor pair, not one per batch: the same rows, a checkpoint of constant size
+            "pending": [self._concat_pending()] if self._pending else [],
         }
 
     def load_state_dict(self, s: Mapping[str, Any]) -> None:

@@ -30,7 +30,8 @@ class NoiseVariability:
     seed
         Seed of the noise generator.
 
-    :attr:`values` keeps ``NV_t`` of every step (in order).
+    :attr:`values` keeps ``NV_t`` of the last ``max_values`` steps (in order; default 10,000),
+    :attr:`n_dropped` counts the older ones dropped (each step's value also goes to the sinks).
     """
 
     name = "noise_variability"
@@ -38,9 +39,13 @@ class NoiseVariability:
     def __init__(
         self, loss: Any = "zero_one", *, n_samples: int = 15, noise_scale: float = 0.1,
         noise_loc: float = 0.0, cat_features: Sequence[int] = (), seed: int = 0,
+        max_values: int = 10_000,
     ) -> None:
         if not isinstance(n_samples, int) or n_samples < 1:
             raise ValueError(f"n_samples must be a positive integer, got {n_samples!r}")
+        if not isinstance(max_values, int) or isinstance(max_values, bool) or max_values < 1:
+            raise ValueError(f"max_values must be a positive integer, got {max_values!r}")
+        self.max_values, self.n_dropped = max_values, 0
         self.loss, self.n_samples = loss, n_samples
         self.noise_scale, self.noise_loc = noise_scale, noise_loc
         self.cat_features = tuple(cat_features)
@@ -56,11 +61,18 @@ class NoiseVariability:
                 y_pred=batch.y_pred,
             )
         self.values.append(float(nv))
+        if len(self.values) > self.max_values:
+            del self.values[0]
+            self.n_dropped += 1
         return {"value": float(nv)}
 
     def state_dict(self) -> dict[str, Any]:
-        return {"generator": self.generator.get_state(), "values": list(self.values)}
+        return {"generator": self.generator.get_state(), "values": list(self.values),
+                "n_dropped": self.n_dropped}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.generator.set_state(state["generator"])
-        self.values = list(state["values"])
+        values = list(state["values"])
+        cut = max(len(values) - self.max_values, 0)
+        self.values = values[cut:]
+        self.n_dropped = int(state.get("n_dropped", 0)) + cut

@@ -53,8 +53,8 @@ class Prequential(Evaluator):
     progress
         Show a progress bar (tqdm).
     **kwargs
-        ``n_pretrain``, ``label_delay``, ``record_steps``, ``config``, ``seed``: as
-        :class:`~torchstream.evaluate.runner.Evaluator`.
+        ``n_pretrain``, ``label_delay``, ``record_steps``, ``records_path``, ``max_records``,
+        ``config``, ``seed``: as :class:`~torchstream.evaluate.runner.Evaluator`.
 
     >>> from torchstream.learners import OnlineLearner
     >>> from torchstream.models import MLP

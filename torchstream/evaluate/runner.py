@@ -28,6 +28,7 @@ import math
 import os
 import time
 import tracemalloc
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,9 +36,13 @@ from typing import Any
 
 import torch
 
+from torchstream._version import __version__
+from torchstream.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from torchstream.evaluate.delay import LabelDelay
+from torchstream.evaluate.identity import differences, settings, stream_identity
 from torchstream.evaluate.metrics import Metric, default_metrics
 from torchstream.evaluate.plugins import Batch, plugin_name
+from torchstream.evaluate.records import DEFAULT_MAX_RECORDS, RecordFile, StepRecords
 from torchstream.evaluate.strategies import Strategy, get_strategy
 from torchstream.streams.base import Stream
 
@@ -51,7 +56,10 @@ class RunResult:
     ``metrics`` holds the final value of every metric (``"<predictor>/<metric>"`` when several
     predictors are compared; the mean over instances for k-fold, with ``"..._std"`` beside it);
     ``steps`` the per-step records (one dict per step, predictor and instance: the metrics on
-    that step's test rows, NaN where it did not test, and the test / train seconds).
+    that step's test rows, NaN where it did not test, and the test / train seconds): a list of
+    the records kept in memory, or a :class:`~torchstream.evaluate.records.RecordFile` that
+    reads ``records_path`` when used. ``records_dropped`` counts the older records the
+    in-memory window dropped (``Evaluator(max_records=...)``).
     """
 
     n_rows: int
@@ -59,18 +67,32 @@ class RunResult:
     seconds: float
     metrics: dict[str, float] = field(default_factory=dict)
     checkpoint: str | None = None
-    steps: list[dict[str, Any]] = field(default_factory=list)
+    steps: Sequence[dict[str, Any]] = field(default_factory=list)
     predictors: list[str] = field(default_factory=list)
+    records_path: str | None = None
+    records_dropped: int = 0
+    _warned: bool = field(default=False, init=False, repr=False, compare=False)
 
     @property
     def rows_per_second(self) -> float:
         return self.n_rows / self.seconds if self.seconds > 0 else float("nan")
 
     def to_frame(self) -> Any:
-        """The per-step records as a pandas DataFrame (one row per step, predictor, instance)."""
+        """The per-step records as a pandas DataFrame (one row per step, predictor, instance);
+        read from ``records_path`` when the records went to a file. Warns (once) when the
+        in-memory window dropped older records."""
         import pandas as pd
 
-        return pd.DataFrame(self.steps)
+        if self.records_dropped and not self._warned:
+            self._warned = True
+            warnings.warn(
+                f"the per-step records hold the last {len(self.steps):,} of "
+                f"{len(self.steps) + self.records_dropped:,} records ({self.records_dropped:,} "
+                "older ones were dropped); pass records_path= or a larger max_records to "
+                "keep them all", stacklevel=2)
+        if isinstance(self.steps, RecordFile):
+            return self.steps.frame()
+        return pd.DataFrame(list(self.steps))
 
     def summary(self) -> Any:
         """Final metrics as a DataFrame: one row per predictor, one column per metric."""
@@ -155,8 +177,16 @@ class Evaluator:
         ``log_figure``.
     record_steps
         Keep per-step records (:attr:`RunResult.steps`).
+    records_path
+        CSV file the per-step records are appended to, one line per record as each step ends
+        (e.g. ``<logdir>/steps.csv``); a checkpoint holds only the file's length, and resuming
+        truncates the file to it. None: the records stay in memory, the last ``max_records``.
+    max_records
+        Records kept in memory without ``records_path`` (default 10,000, about 5 MB); older ones
+        are dropped, and :attr:`RunResult.records_dropped` counts them.
     seed
-        Seed of the label-delay draws.
+        Seed of the label-delay draws. A named ``"kfold"`` strategy without its own ``seed``
+        draws with :func:`~torchstream.evaluate.strategies.derived_seed` ``(seed, "kfold")``.
     step_measures
         Per-step measures ``f(y_true, y_pred) -> float`` with a ``name`` (e.g.
         :class:`~torchstream.evaluate.measures.MetricSpec` around any scikit-learn or river
@@ -190,6 +220,8 @@ class Evaluator:
         log_every: int = 1,
         figure_every: int | None = None,
         record_steps: bool = True,
+        records_path: str | os.PathLike[str] | None = None,
+        max_records: int = DEFAULT_MAX_RECORDS,
         progress: bool = False,
         config: Mapping[str, Any] | None = None,
         seed: int | None = 0,
@@ -202,7 +234,7 @@ class Evaluator:
         _check_int(n_pretrain, "n_pretrain", 0)
         if figure_every is not None:
             _check_int(figure_every, "figure_every", 1)
-        self.strategy = get_strategy(strategy, **dict(strategy_args or {}))
+        self.strategy = get_strategy(strategy, run_seed=seed, **dict(strategy_args or {}))
         self.single = not isinstance(learners, Mapping)
         named = {"learner": learners} if self.single else dict(learners)
         if not named:
@@ -249,7 +281,8 @@ class Evaluator:
         self.position = 0  # rows consumed, pre-training included
         self.step = 0  # evaluation steps done
         self.seconds = 0.0
-        self.records: list[dict[str, Any]] = []
+        #: The per-step records (:class:`~torchstream.evaluate.records.StepRecords`).
+        self.records = StepRecords(records_path, max_records=max_records, enabled=record_steps)
         self._config_logged = False
         if reset_on_drift is True:
             reset_on_drift = self.names
@@ -270,6 +303,15 @@ class Evaluator:
         #: ``[sum, count]`` of each step measure per predictor and instance.
         self._step_sums = {n: [{m: [0.0, 0] for m in snames} for _ in range(k)]
                            for n in self.names}
+        #: The settings part of :meth:`identity`, read from the objects as they are built.
+        self._settings = {
+            "protocol": {"batch_size": batch_size, "strategy": repr(self.strategy),
+                         "n_pretrain": n_pretrain, "label_delay": repr(self.label_delay),
+                         "metrics": list(self.metric_names), "step_measures": list(snames)},
+            "predictors": {n: settings(self.instances[n][0]) for n in self.names},
+            "plugins": {n: settings(p) for n, p in zip(self.plugin_names, self.plugins)},
+        }
+        self._stream_identity: dict[str, object] | None = None
 
     # ------------------------------------------------------------------ conveniences
     @property
@@ -347,14 +389,16 @@ class Evaluator:
             if bar is not None:
                 bar.close()
             self.seconds += time.perf_counter() - t0
+            self.records.flush()
             for sink in self.sinks:
                 flush = getattr(sink, "flush", None)
                 if flush is not None:
                     flush()
         if self.step == first_step and self.position <= self.n_pretrain:
             raise ValueError(f"stream {self.stream.name!r} yielded no rows to evaluate")
+        path = None if self.records.path is None else str(self.records.path)
         return RunResult(self.position, self.step, self.seconds, self.results(), saved,
-                         list(self.records), list(self.names))
+                         self.records.rows(), list(self.names), path, self.records.n_dropped)
 
     def _pretrain(self, device: Any, dtype: torch.dtype) -> None:
         for X, y in self.stream.batches(self.n_pretrain - self.position, device=device,
@@ -373,15 +417,15 @@ class Evaluator:
             tracemalloc.reset_peak()
             if X.is_cuda:
                 torch.cuda.reset_peak_memory_stats(X.device)
+        self.records.pending.clear()  # left by a step that failed
         scalars = self._step(X, y, last=last)
         if self.track_memory and self.record_steps:
             peak = tracemalloc.get_traced_memory()[1]
             if X.is_cuda:
                 peak += torch.cuda.max_memory_allocated(X.device)
-            for row in reversed(self.records):
-                if row["step"] != self.step - 1:
-                    break
+            for row in self.records.pending:
                 row["memory_mb"] = peak / 2**20
+        self.records.commit()
         return scalars
 
     def _step(self, X: torch.Tensor, y: torch.Tensor, *, last: bool) -> dict[str, float] | None:
@@ -443,7 +487,8 @@ class Evaluator:
                 t = time.perf_counter()
                 out = learner.learn(Xi, yi)
                 if self.record_steps:
-                    _add_train_time(self.records, name, i, step, time.perf_counter() - t)
+                    _add_train_time(self.records.pending, name, i, step,
+                                    time.perf_counter() - t)
                 if name == self.names[0] and i == 0 and out is not None:
                     loss = float(out)
         self.step += 1
@@ -473,7 +518,7 @@ class Evaluator:
                 row[m.base_name] = m.batch_value(y, y_pred)
         for f in self.step_measures:
             row[f.name] = (measured or {}).get(f.name, float("nan"))
-        self.records.append(row)
+        self.records.add(row)
 
     def _log_figures(self) -> None:
         sinks = [s for s in self.sinks if hasattr(s, "log_figure")]
@@ -575,7 +620,7 @@ class Evaluator:
             },
             "strategy": self.strategy.state_dict(),
             "label_delay": None if self.label_delay is None else self.label_delay.state_dict(),
-            "records": list(self.records),
+            "records": self.records.state_dict(),
             "reset_steps": list(self.reset_steps),
             "step_sums": copy.deepcopy(self._step_sums),
             "plugins": _states(self.plugin_names, self.plugins),
@@ -596,6 +641,7 @@ class Evaluator:
         unknown = [n for n in self.names if n not in state["instances"]]
         if unknown:
             raise ValueError(f"checkpoint has no state for predictors {unknown}")
+        self.records.check_state(state["records"])
         self.position, self.step, self.seconds = state["position"], state["step"], state["seconds"]
         for n, ls in self.instances.items():
             for lr, s in zip(ls, state["instances"][n]):
@@ -607,7 +653,7 @@ class Evaluator:
         self.strategy.load_state_dict(state["strategy"])
         if self.label_delay is not None:
             self.label_delay.load_state_dict(state["label_delay"])
-        self.records = list(state["records"])
+        self.records.load_state_dict(state["records"])
         self.reset_steps = list(state["reset_steps"])
         self._step_sums = copy.deepcopy(state["step_sums"])
         _load_states(state["plugins"], self.plugin_names, self.plugins)
@@ -618,22 +664,62 @@ class Evaluator:
             for c in state["stream_classes"]:
                 self.stream._register(c)  # no-op for known labels
 
-    def save(self, path: str | os.PathLike[str]) -> str:
-        """Write :meth:`state_dict` with ``torch.save`` (atomically) and return the path."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        torch.save(self.state_dict(), tmp)
-        os.replace(tmp, path)
-        return str(path)
+    def identity(self) -> dict[str, object]:
+        """What identifies this run (:mod:`torchstream.evaluate.identity`): the stream and a
+        fingerprint of its first rows, the protocol, every predictor's and plug-in's settings,
+        the ``config`` given to the constructor and the package version."""
+        if self._stream_identity is None:
+            self._stream_identity = stream_identity(self.stream)
+        return {"torchstream": __version__, "stream": self._stream_identity, **self._settings,
+                "config": _plain_config(self.config)}
 
-    def resume(self, path: str | os.PathLike[str]) -> None:
-        """Load a checkpoint written by :meth:`save`."""
-        self.load_state_dict(torch.load(path, weights_only=False))
+    def save(self, path: str | os.PathLike[str]) -> str:
+        """Write :meth:`state_dict` and :meth:`identity` as a signed checkpoint (atomically;
+        :func:`~torchstream.checkpoint.save_checkpoint`) and return the path."""
+        return save_checkpoint({"identity": self.identity(), "state": self.state_dict()}, path)
+
+    def read_checkpoint(self, path: str | os.PathLike[str], *, trusted: bool = False,
+                        strict: bool = True) -> dict[str, Any]:
+        """The state in a checkpoint of this same run, checked and not yet loaded.
+
+        Raises :class:`~torchstream.checkpoint.CheckpointError` (one line per difference) when
+        the file is missing, damaged, untrusted (see :func:`~torchstream.checkpoint.
+        load_checkpoint`) or was written by a run with another identity; ``strict=False``
+        turns the identity differences into a warning.
+        """
+        saved = load_checkpoint(path, trusted=trusted)
+        if set(saved) != {"identity", "state"}:
+            raise CheckpointError(f"checkpoint {path} was not written by Evaluator.save")
+        diffs = differences(saved["identity"], self.identity())  # type: ignore[arg-type]
+        if diffs:
+            message = (f"checkpoint {path} belongs to another run; differing keys: "
+                       + "; ".join(diffs))
+            if strict:
+                raise CheckpointError(message)
+            warnings.warn(message, stacklevel=2)
+        return saved["state"]  # type: ignore[return-value]
+
+    def resume(self, path: str | os.PathLike[str], *, trusted: bool = False,
+               strict: bool = True) -> None:
+        """Load a checkpoint of this same run written by :meth:`save` (see
+        :meth:`read_checkpoint`); nothing is changed when it cannot be loaded."""
+        self.load_state_dict(self.read_checkpoint(path, trusted=trusted, strict=strict))
 
     def close(self) -> None:
+        self.records.close()
         for sink in self.sinks:
             sink.close()
+
+
+def _plain_config(value: object) -> object:
+    """The user's config with every leaf a plain value (strings for anything else)."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain_config(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain_config(v) for v in value]
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    return repr(value)
 
 
 def _n_parameters(learner: Any) -> int | None:

@@ -23,6 +23,7 @@ References
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -30,7 +31,7 @@ from typing import Any, Literal
 import torch
 
 __all__ = ["DistributedKFold", "PeriodicHoldout", "StepPlan", "Strategy", "TestThenTrain",
-           "get_strategy"]
+           "derived_seed", "get_strategy"]
 
 
 @dataclass
@@ -183,6 +184,10 @@ class DistributedKFold(Strategy):
     * ``"bootstrap"``: every instance draws ``w_i ~ Poisson(1)``; instances with ``w_i = 0``
       test, the others train on the batch repeated ``w_i`` times (sampling with replacement).
 
+    The draws come from the strategy's own generator, seeded with ``seed``; ``seed=None`` draws
+    a seed from the operating system and records it in :attr:`seed` (and the ``repr``), so the
+    run can be repeated. The generator's state is part of :meth:`state_dict`.
+
     >>> s = DistributedKFold(k=4, mode="cross", seed=0)
     >>> p = s.plan(0, torch.zeros(2, 3), torch.zeros(2), last=False)
     >>> int(p.testers.sum()), p.train_weights[0].tolist()
@@ -199,14 +204,15 @@ class DistributedKFold(Strategy):
             raise ValueError(f"k (the number of folds) must be an integer >= 2, got {k!r}")
         if mode not in ("cross", "split", "bootstrap"):
             raise ValueError(f"mode must be 'cross', 'split' or 'bootstrap', got {mode!r}")
+        if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
+            raise ValueError(f"seed must be None or an integer, got {seed!r}")
         self.k = k
         self.mode = mode
-        self.seed = seed
         self.generator = torch.Generator()
-        if seed is None:
-            self.generator.seed()
-        else:
-            self.generator.manual_seed(seed)
+        #: The seed of the draws (drawn from the operating system when none was given).
+        self.seed: int = self.generator.seed() if seed is None else seed
+        self.generator.manual_seed(self.seed)
+        self._seed_given = seed is not None
 
     @property
     def n_instances(self) -> int:  # type: ignore[override]
@@ -227,18 +233,47 @@ class DistributedKFold(Strategy):
         return StepPlan(X, y, testers, weights)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"generator": self.generator.get_state()}
+        return {"generator": self.generator.get_state(), "k": self.k, "mode": self.mode,
+                "seed": self.seed}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore the generator. A state of another ``k`` or ``mode``, or of another ``seed``
+        than the one given to this strategy, is refused; an unseeded strategy takes the
+        state's seed."""
+        keys = ("k", "mode", "seed") if self._seed_given else ("k", "mode")
+        differ = [f"{key}: state {state[key]!r}, this strategy {getattr(self, key)!r}"
+                  for key in keys if key in state and state[key] != getattr(self, key)]
+        if differ:
+            raise ValueError("the k-fold state is of another strategy (" + "; ".join(differ)
+                             + ")")
         self.generator.set_state(state["generator"])
+        if "seed" in state:
+            self.seed = int(state["seed"])
 
     def __repr__(self) -> str:
         return f"DistributedKFold(k={self.k}, mode={self.mode!r}, seed={self.seed})"
 
 
-def get_strategy(strategy: str | Strategy | None, **kwargs: Any) -> Strategy:
+def derived_seed(seed: int, purpose: str) -> int:
+    """A seed in ``[0, 2**63)`` for ``purpose`` derived from a run's ``seed`` (the first 8 bytes
+    of SHA-256 of ``"<purpose>/<seed>"``), so that generators of one run seeded from the same
+    number draw independent sequences.
+
+    >>> derived_seed(0, "kfold") == derived_seed(0, "kfold") != derived_seed(1, "kfold")
+    True
+    """
+    digest = hashlib.sha256(f"{purpose}/{seed}".encode()).digest()
+    return int.from_bytes(digest[:8], "little") >> 1
+
+
+def get_strategy(strategy: str | Strategy | None, *, run_seed: int | None = None,
+                 **kwargs: Any) -> Strategy:
     """A strategy object from a name (``"prequential"``, ``"holdout"``, ``"kfold"``) and its
-    keyword arguments, or the object itself."""
+    keyword arguments, or the object itself.
+
+    ``run_seed``: the seed of the run. A named ``"kfold"`` without its own ``seed`` argument
+    draws with :func:`derived_seed` ``(run_seed, "kfold")``; ``None`` leaves it unseeded (a seed
+    drawn from the operating system, recorded in the strategy)."""
     if strategy is None:
         strategy = "prequential"
     if isinstance(strategy, Strategy):
@@ -248,4 +283,6 @@ def get_strategy(strategy: str | Strategy | None, **kwargs: Any) -> Strategy:
     kinds = {"prequential": TestThenTrain, "holdout": PeriodicHoldout, "kfold": DistributedKFold}
     if strategy not in kinds:
         raise ValueError(f"unknown strategy {strategy!r}; known: {sorted(kinds)}")
+    if strategy == "kfold" and "seed" not in kwargs and run_seed is not None:
+        kwargs["seed"] = derived_seed(run_seed, "kfold")
     return kinds[strategy](**kwargs)

@@ -1,9 +1,15 @@
 """Plumbing shared by the loss-based incremental explainers (iPFI, iSAGE).
 
-What lives here: argument checks, feature names, the storage / generator set-up, batched (and
-optionally chunked) model calls under ``torch.no_grad()`` with a one-time check that the model's
-output fits the loss, the exponential smoothing of the per-row contributions, the plug-in glue
-for :class:`~torchstream.evaluate.Prequential` and ``state_dict`` / ``load_state_dict``.
+What lives here: argument checks, feature names, the storage / generator set-up, the value
+checks of every batch (finite ``X`` and ``y``, class labels in the model's range; one fused pass,
+:mod:`torchstream.explain._checks`), batched (and optionally chunked) model calls under
+``torch.no_grad()`` with a check of every output and a one-time check that it fits the loss, the
+exponential smoothing of the per-row contributions, the plug-in glue for
+:class:`~torchstream.evaluate.Prequential` and ``state_dict`` / ``load_state_dict``.
+
+A batch that fails a check raises ``ValueError`` naming the batch row (and column) and leaves the
+explainer as it was: the checks of the inputs run before anything changes, and the random
+generators the model call draws from are restored when a check of its output fails.
 
 A subclass implements ``_contributions(X, y, model_fn) -> Tensor [B, d]`` (the per-row
 contributions of a batch, computed against the storage as it was before the batch) and may add
@@ -19,7 +25,16 @@ from typing import Any
 
 import torch
 
+from torchstream.explain._checks import (
+    FINITE,
+    BatchScan,
+    Scanner,
+    first_nonfinite,
+    make_scanner,
+    scan_labels,
+)
 from torchstream.explain.smoothing import ExponentialSmoother, check_alpha
+from torchstream.explain.storage._common import _Reservoir
 from torchstream.losses import BROADCAST_LOSSES, LOSSES, BroadcastLossFn, LossFn, get_loss
 from torchstream.typing import ModelFn
 
@@ -205,6 +220,11 @@ class LossExplainer:
         #: Whether the storage was built here (then it follows X's device and dtype).
         self._own_storage = isinstance(storage, str)
         self._batch_sig: tuple[Any, ...] | None = None  # last (X, y) signature that passed
+        #: Width of the last model output (0 for ``[n]``; None before the first model call):
+        #: picks what the next batch's scan gathers about ``y``. Not state: results ignore it.
+        self._out_width: int | None = None
+        self._scan: BatchScan | None = None  # the current batch's scan (for the output checks)
+        self._scanner: Scanner | None = None  # the fused check for the current batch layout
         self._placed: tuple[Any, ...] | None = None  # (device, dtype) the state was moved to
         named = self.loss_name
         self._broadcast_loss: BroadcastLossFn | None = (
@@ -243,7 +263,15 @@ class LossExplainer:
     # ------------------------------------------------------------------ explaining
     def explain(self, X: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Explain the batch ``X [B, d]``, ``y [B]`` with the current model and return the
-        debiased importance ``[d]``; the rows are added to the storage afterwards."""
+        debiased importance ``[d]``; the rows are added to the storage afterwards.
+
+        Every batch is checked: ``X`` and ``y`` finite and, for a class loss (or an ``[n, k]``
+        output scored by a regression loss), labels that are integers in ``0..k-1`` of the
+        model's ``k`` outputs (``0`` or ``1`` for an ``[n]`` probability output); the model's
+        outputs finite. A failed check raises ``ValueError`` naming the batch row (and column,
+        or the label and what was expected) and leaves the explainer unchanged. The first batch,
+        which meets an empty storage and calls no model, has its labels checked for being
+        integers ``>= 0`` only."""
         if self.model_fn is None:
             raise ValueError(
                 f"{type(self).__name__} was built with model_fn=None: pass model_fn= to use "
@@ -253,13 +281,29 @@ class LossExplainer:
 
     def _explain(self, X: torch.Tensor, y: torch.Tensor, model_fn: ModelFn) -> torch.Tensor:
         X, y = self._check_batch(X, y)
+        self._check_values(X, y)
         self._place(X)
         if self._storage_size() > 0:
-            contributions = self._contributions(X, y, model_fn)
+            saved = [(g, g.get_state()) for g in self._generators()]
+            try:
+                contributions = self._contributions(X, y, model_fn)
+            except BaseException:
+                for g, state in saved:  # the failed batch leaves no trace
+                    g.set_state(state)
+                raise
             self.smoother.update(contributions)
         self.n_batches += 1
-        self.storage.update(X)
+        storage = self.storage
+        if isinstance(storage, _Reservoir):
+            storage._update_finite(X)  # X was checked above
+        else:
+            storage.update(X)
         return self.importance
+
+    def _generators(self) -> list[torch.Generator]:
+        """The generators :meth:`_contributions` draws from (restored if the batch fails)."""
+        g = getattr(self.storage, "generator", None)
+        return [g] if isinstance(g, torch.Generator) else []
 
     def _contributions(self, X: torch.Tensor, y: torch.Tensor, model_fn: ModelFn) -> torch.Tensor:
         raise NotImplementedError
@@ -269,9 +313,10 @@ class LossExplainer:
             raise TypeError(
                 f"X and y must be tensors, got {type(X).__name__} and {type(y).__name__}"
             )
-        sig = (X.shape, X.dtype, X.device, y.shape)
-        if sig == self._batch_sig:  # validated once per shape / dtype / device
+        sig = (X.shape, X.dtype, X.device, y.shape, y.dtype, y.device)
+        if sig == self._batch_sig:  # shapes validated once per layout (values: every batch)
             return X, y
+        self._scanner = None
         if X.dim() != 2 or X.shape[1] != self.n_features:
             raise ValueError(
                 f"X must have shape [B, n_features={self.n_features}], got {list(X.shape)}"
@@ -284,6 +329,105 @@ class LossExplainer:
             return X.to(torch.get_default_dtype()), y
         self._batch_sig = sig
         return X, y
+
+    # ------------------------------------------------------------------ value checks
+    def _labels_scanned(self) -> bool:
+        """Whether ``y`` is scanned as class labels: always for a class loss; for a regression
+        loss while the model output may be ``[n, k]`` (compared with one-hot labels)."""
+        name = self.loss_name
+        if name in _CLASS_LOSSES:
+            return True
+        return name in _REGRESSION_LOSSES and self._out_width != 0
+
+    def _check_values(self, X: torch.Tensor, y: torch.Tensor) -> None:
+        """Every batch, before anything changes: ``X`` finite, ``y`` finite and, for a class
+        loss, integer labels ``>= 0`` (their upper bound is checked against the model's output
+        in :meth:`_check_output`). One fused pass and one host read (:func:`make_scanner`); the
+        offending row is only looked for when the pass fails."""
+        scanner = self._scanner
+        if scanner is None:
+            scanner = self._scanner = make_scanner(X, y, self._labels_scanned())
+        scan = self._scan = scanner(X, y)
+        if scan is FINITE:
+            return
+        if not scan.values_finite:
+            self._raise_nonfinite(X, y if scan.x_finite is None else None)
+        if scan.y_min is None:
+            return
+        y_ok = math.isfinite(scan.y_min) and math.isfinite(scan.y_max)  # type: ignore[arg-type]
+        if not y_ok or scan.y_frac != 0.0:
+            self._raise_nonfinite(None, y)
+        if self.loss_name in _CLASS_LOSSES and (scan.y_frac != 0.0 or scan.y_min < 0):
+            self._raise_label(y, None, "integer class labels >= 0 (indices of the model's classes)")
+
+    def _raise_nonfinite(self, X: torch.Tensor | None, y: torch.Tensor | None) -> None:
+        """Raise ``ValueError`` for the first NaN / inf of ``X``, then of ``y``; return if there
+        is none (the fused sum overflowed on finite values)."""
+        step = self.n_batches
+        if X is not None:
+            hit = first_nonfinite(X)
+            if hit is not None:
+                (row, col), value = hit
+                raise ValueError(
+                    f"X has NaN or inf values at step {step}: batch row {row}, column {col} "
+                    f"({self.feature_names[col]!r}) is {value}; every value must be finite"
+                )
+        if y is not None:
+            hit = first_nonfinite(y)
+            if hit is not None:
+                (row,), value = hit
+                raise ValueError(
+                    f"y has NaN or inf values at step {step}: batch row {row} is {value}; "
+                    f"loss {self._loss_label()!r} needs finite targets"
+                )
+
+    def _raise_label(self, y: torch.Tensor, k: int | None, expected: str) -> None:
+        """Raise ``ValueError`` naming the first label of ``y`` that is not an integer in
+        ``[0, k)`` (``k`` None: no upper bound); return if there is none."""
+        yv = y.to(torch.float64)
+        bad = (yv != yv.round()) | (yv < 0)
+        if k is not None:
+            bad |= yv >= k
+        rows = bad.nonzero()
+        if rows.shape[0] == 0:
+            return
+        row = int(rows[0])
+        value = y[row].item()
+        raise ValueError(
+            f"y has an invalid label at step {self.n_batches}: batch row {row} is {value!r}; "
+            f"loss {self._loss_label()!r} needs {expected}"
+            + (f" ({int(rows.shape[0])} of {y.shape[0]} rows)" if rows.shape[0] > 1 else "")
+        )
+
+    def _loss_label(self) -> str:
+        return self.loss_name or getattr(self.loss_fn, "__name__", "callable")
+
+    def _check_labels(self, out: torch.Tensor, y: torch.Tensor) -> None:
+        """Labels against the output ``[n, k]`` of this batch's model call: integers in
+        ``0..k-1`` for a class loss or an ``[n, k]`` output of a regression loss (one-hot
+        labels), ``0`` or ``1`` for a class loss on an ``[n]`` output (probability of class 1).
+        Uses the extremes from the batch's scan; no further host read unless the output changed
+        from ``[n]`` to ``[n, k]``."""
+        name = self.loss_name
+        classes = out.dim() == 2
+        width = out.shape[1] if classes else 0
+        if width != self._out_width:  # what the next batches' scans gather may change
+            self._out_width, self._scanner = width, None
+        if not (name in _CLASS_LOSSES or (classes and name in _REGRESSION_LOSSES)):
+            return
+        scan = self._scan
+        if scan is None or scan.y_min is None:  # scanned as values: the output became [n, k]
+            y_min, y_max, y_frac = scan_labels(y)
+        else:
+            y_min, y_max, y_frac = scan.y_min, scan.y_max, scan.y_frac
+        k = out.shape[1] if classes else 2
+        if y_frac != 0.0 or y_min < 0 or y_max >= k:  # type: ignore[operator]
+            shape = f"[n, {k}]" if classes else "[n] (probability of class 1)"
+            expected = (
+                f"class labels in 0..{k - 1} for a model output of shape {shape}" if classes
+                else f"labels 0 or 1 for a model output of shape {shape}"
+            )
+            self._raise_label(y, k, expected)
 
     def _place(self, X: torch.Tensor) -> None:
         """Keep the state where the batches are: the smoother on ``X``'s device, a storage
@@ -352,17 +496,25 @@ class LossExplainer:
         return outs[0] if len(outs) == 1 else torch.cat(outs)
 
     def _check_output(self, out: torch.Tensor, y: torch.Tensor) -> None:
-        """NaN check of the raw outputs (one reduction: a NaN makes the sum NaN; only then are
-        the rows counted) and, on the first call, the check that the outputs of the batch's own
-        rows (the first ``len(y)`` rows) fit the loss."""
-        if out.is_floating_point() and math.isnan(float(out.sum())):
-            bad = torch.isnan(out).reshape(out.shape[0], -1).any(1)
-            if bool(bad.any()):
-                step, n = self.n_batches, out.shape[0]
+        """Every call: the outputs are finite (one reduction and one host read: a NaN or inf
+        makes the sum non-finite; only then are the rows looked at) and the labels fit them
+        (:meth:`_check_labels`); on the first call also that the outputs of the batch's own
+        rows (the first ``len(y)`` rows) fit the loss. The rows of ``out`` are group-major:
+        row ``r`` was built from batch row ``r mod B``."""
+        if out.is_floating_point() and not math.isfinite(out.sum().item()):
+            bad = (~torch.isfinite(out)).reshape(out.shape[0], -1).any(1)
+            rows = bad.nonzero()
+            if rows.shape[0]:
+                step, n, b = self.n_batches, out.shape[0], y.shape[0]
+                first = int(rows[0])
+                kind = "NaN" if bool(torch.isnan(out[first]).any()) else "inf"
                 raise ValueError(
-                    f"model_fn returned NaN at step {step} (explain call {step}, "
-                    f"{int(bad.sum())} of {n} rows)"
+                    f"model_fn returned {kind} at step {step} for {int(rows.shape[0])} of {n} "
+                    f"evaluated rows (first: model input row {first}, built from batch row "
+                    f"{first % b}), although the batch is finite: the model itself gives "
+                    f"non-finite outputs"
                 )
+        self._check_labels(out, y)
         if not self._checked:
             self._check_loss_fit(out[: y.shape[0]].to(_acc_dtype(out.device)), y)
             self._checked = True
@@ -385,24 +537,9 @@ class LossExplainer:
 
     def _check_loss_fit(self, out: torch.Tensor, y: torch.Tensor) -> None:
         """Raise ``ValueError`` saying what was expected if ``out`` (the outputs of the batch's
-        own rows) cannot be scored against ``y`` by the loss."""
+        own rows) cannot be scored against ``y`` by the loss (the labels are checked every batch
+        by :meth:`_check_labels`)."""
         name = self.loss_name
-        labels_ok = True
-        if name in _CLASS_LOSSES or (out.dim() == 2 and name in _REGRESSION_LOSSES):
-            if out.dim() == 2:
-                k = out.shape[1]
-                yv = y.to(torch.float64)
-                labels_ok = bool(((yv == yv.round()) & (yv >= 0) & (yv < k)).all())
-                expected = f"labels in 0..{k - 1}"
-            elif name in _PROBA_LOSSES:
-                yv = y.to(torch.float64)
-                labels_ok = bool(((yv == 0) | (yv == 1)).all())
-                expected = "labels 0 or 1 for a [n] output (probability of class 1)"
-            if not labels_ok:
-                raise ValueError(
-                    f"loss {name!r} with model output of {_describe(out)} needs {expected}; "
-                    f"got labels {y[:8].tolist()}{'...' if len(y) > 8 else ''}"
-                )
         if name in _PROBA_LOSSES:
             lo, hi = float(out.min()), float(out.max())
             sums_ok = out.dim() == 1 or bool(((out.sum(1) - 1).abs() < 1e-3).all())

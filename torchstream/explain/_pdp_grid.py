@@ -5,11 +5,13 @@ matplotlib drawing of the plot."""
 
 from __future__ import annotations
 
+import math
 import operator
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import torch
 
+from torchstream.explain._checks import first_nonfinite
 from torchstream.explain.storage import FrequencyStorage, RollingExtremes
 from torchstream.typing import ModelFn
 
@@ -119,10 +121,12 @@ def _grid_settings(
 
 
 def _check_batch(
-    X: Any, feature: int, feature_name: str, n_features: int | None
+    X: Any, feature: int, feature_name: str, n_features: int | None, step: int
 ) -> tuple[torch.Tensor, int]:
     """``X`` as a floating tensor ``[B, d]`` and its width ``d``, checked against the explained
-    ``feature`` and against the width ``n_features`` of earlier batches (None: first batch)."""
+    ``feature``, against the width ``n_features`` of earlier batches (None: first batch) and for
+    NaN / inf values in any column (the model reads them all; one fused pass, the offending row
+    and column are looked for only when it fails). ``step`` names the batch in errors."""
     if not isinstance(X, torch.Tensor):
         raise TypeError(f"X must be a tensor [B, d], got {type(X).__name__}")
     if X.dim() != 2 or X.shape[0] < 1:
@@ -138,6 +142,15 @@ def _check_batch(
         raise ValueError(f"X must have {n_features} columns like before, got {d}")
     if not X.is_floating_point():
         X = X.to(torch.get_default_dtype())
+    if not math.isfinite(X.sum().item()):  # one reduction; the row is looked for on failure
+        hit = first_nonfinite(X)
+        if hit is not None:
+            (row, col), value = hit
+            name = f" ({feature_name!r}, the explained feature)" if col == feature else ""
+            raise ValueError(
+                f"X has NaN or inf values at step {step}: batch row {row}, column {col}{name} "
+                f"is {value}; every value must be finite"
+            )
     return X, d
 
 
@@ -158,23 +171,24 @@ def _evaluation_points(
     quantiles: tuple[float, float],
     grid_size: int,
 ) -> torch.Tensor | None:
-    """The current evaluation points ``[m]`` (float64, CPU): the ``fixed`` grid, or
-    ``grid_size`` equidistant points over the range the storage gives; None while the storage
-    gives no valid range (empty, or ``lo == hi``)."""
+    """The current evaluation points (float64, CPU): the ``fixed`` grid, ``grid_size``
+    equidistant points over the range ``[lo, hi]`` the storage gives, or the one point ``[lo]``
+    where ``lo == hi``; None until the storage holds two values (one value says nothing about
+    the range)."""
     if fixed is not None:
         return fixed
     assert storage is not None
     if isinstance(storage, RollingExtremes):
-        if storage.n_seen == 0:
+        if storage.n_seen < 2:
             return None
         lo, hi = storage.min, storage.max
     else:
-        if len(storage) == 0:
+        if len(storage) < 2:
             return None
         q = storage.quantile(torch.tensor(quantiles, dtype=torch.float64))
         lo, hi = float(q[0]), float(q[1])
-    if not lo < hi:
-        return None
+    if lo == hi:
+        return torch.tensor([lo], dtype=torch.float64)
     return torch.linspace(lo, hi, grid_size, dtype=torch.float64)
 
 
@@ -200,13 +214,17 @@ def _evaluate(
             outs.append(_select_output(model_fn(part), part.shape[0], output_index, step))
     out = outs[0] if len(outs) == 1 else torch.cat(outs)
     out = out.to(dtype)
-    bad = ~torch.isfinite(out)
-    if bool(bad.any()):
-        raise ValueError(
-            f"model_fn returned NaN or inf at step {step} (rows "
-            f"{first_row}..{first_row + n // grid_size - 1} of the stream, "
-            f"{int(bad.sum())} of {n} evaluations)"
-        )
+    if not math.isfinite(out.sum().item()):  # one reduction; rows only looked at on failure
+        rows = (~torch.isfinite(out)).nonzero()
+        if rows.shape[0]:
+            first = int(rows[0])
+            kind = "NaN" if math.isnan(out[first].item()) else "inf"
+            raise ValueError(
+                f"model_fn returned {kind} at step {step} for {int(rows.shape[0])} of {n} "
+                f"evaluations (first: batch row {first // grid_size}, row "
+                f"{first_row + first // grid_size} of the stream), although the batch is "
+                f"finite: the model itself gives non-finite outputs"
+            )
     return out
 
 
@@ -249,13 +267,18 @@ def _plot(ipdp: IncrementalPDP, ax: Axes | None = None) -> Axes:
         FigureCanvasAgg(fig)
         ax = fig.add_subplot()
     n_hist = len(ipdp.history)
+
+    def marker(points: torch.Tensor) -> str | None:  # a one-point grid is drawn as a dot
+        return "o" if points.numel() == 1 else None
+
     for i, (row, g, p) in enumerate(ipdp.history):
-        ax.plot(g.tolist(), p.tolist(), color="tab:blue", lw=1,
+        ax.plot(g.tolist(), p.tolist(), color="tab:blue", lw=1, marker=marker(g),
                 alpha=0.15 + 0.35 * (i + 1) / n_hist, label=f"row {row}")
     for g, c in zip(ipdp.ice_grid.cpu().tolist(), ipdp.ice.cpu().tolist()):
         ax.plot(g, c, color="grey", lw=0.5, alpha=0.3)
     if ipdp.n_explained:
-        ax.plot(ipdp.grid.tolist(), ipdp.pd.tolist(), color="tab:red", lw=2.5,
+        grid = ipdp.grid
+        ax.plot(grid.tolist(), ipdp.pd.tolist(), color="tab:red", lw=2.5, marker=marker(grid),
                 label=f"iPDP (row {ipdp.n_seen})")
     ax.set_xlabel(ipdp.feature_name)
     ax.set_ylabel("partial dependence")

@@ -77,12 +77,19 @@ class IncrementalPDP:
     points, so after a change of the feature's range the plot moves into the new range
     geometrically (weight ``(1 - alpha)^t`` of what lies ``t`` rows back).
 
-    **Warm-up.** A row is explained only if the range storage before it gives a valid range,
-    ``lo < hi``: with ``"rolling"`` / ``"quantile"`` the first row is never explained (the
-    storage is empty), and a constant feature (``lo == hi``, a degenerate grid of ``m`` equal
-    points) keeps the explainer waiting until the range opens. The fixed grid needs no warm-up.
-    Until the first explained row, :attr:`grid` and :attr:`pd` are NaN and :meth:`importance`
-    is NaN.
+    **Warm-up.** A row is explained only if the range storage before it holds two values (one
+    says nothing about the range): with ``"rolling"`` / ``"quantile"`` the first batch (the
+    first two rows for ``B = 1``; more while values miss the frequency storage's entrance) is only
+    stored. The fixed grid needs no warm-up. Until the first explained row, :attr:`grid` and
+    :attr:`pd` are NaN and :meth:`importance` is NaN.
+
+    **A constant feature.** Where the range is a single value (``lo == hi``: the feature did not
+    vary over the window, or its two quantiles coincide) the grid is that one point: every row
+    is evaluated there once (its ICE curve is one value, kept as ``m`` equal values in
+    :attr:`ice`), and while every explained row met such a range :attr:`grid` and :attr:`pd` hold
+    one point (the grid exactly the feature's value if it was always the same) and
+    :meth:`importance` is 0. Once the range opens, the smoothed points spread out
+    geometrically like after any change of range.
 
     **Batches.** For ``B > 1`` the model is held fixed within the batch and the evaluation
     points of all ``B`` rows come from the range storage *as it was before the batch*; the ``B``
@@ -232,6 +239,9 @@ class IncrementalPDP:
         self.n_seen = 0  # rows passed to explain()
         self.n_batches = 0  # explain() calls (the step named in error messages)
         self._last_snapshot = 0  # n_seen // history_every at the last snapshot
+        #: The evaluation point of every explained row while all met the same one-point range
+        #: (a constant feature), else None; the debiased EMA of it is only equal up to rounding.
+        self._point: float | None = None
 
     # ------------------------------------------------------------------ results
     @property
@@ -247,19 +257,33 @@ class IncrementalPDP:
     @property
     def grid(self) -> torch.Tensor:
         """Debiased grid points ``[m]`` (the smoothed evaluation points; the fixed grid itself
-        for ``grid="fixed"``); NaN before the first explained row."""
+        for ``grid="fixed"``), or ``[1]`` where they are all one point (a constant feature);
+        NaN before the first explained row."""
         if self.n_explained == 0:
             return torch.full((self.grid_size,), math.nan, dtype=torch.float64)
+        if self._point is not None:  # every explained row met the same one-point range
+            return torch.tensor([self._point], dtype=self._ema.raw.dtype, device=self._ema.device)
         if self._fixed is not None:
-            return self._fixed.to(self._ema.device, self._ema.raw.dtype).clone()
-        return self._ema.debiased[0].clone()
+            points = self._fixed.to(self._ema.device, self._ema.raw.dtype)
+        else:
+            points = self._ema.debiased[0]
+        return (points[:1] if self._one_point() else points).clone()
 
     @property
     def pd(self) -> torch.Tensor:
-        """Debiased PD values ``[m]`` at :attr:`grid`; NaN before the first explained row."""
+        """Debiased PD values at :attr:`grid` (``[m]``, or ``[1]`` for a one-point grid); NaN
+        before the first explained row."""
         if self.n_explained == 0:
             return torch.full((self.grid_size,), math.nan, dtype=torch.float64)
-        return self._ema.debiased[1].clone()
+        values = self._ema.debiased[1]
+        return (values[:1] if self._one_point() else values).clone()
+
+    def _one_point(self) -> bool:
+        """Whether all smoothed grid points are equal (every explained row met a one-point
+        range; the EMA treats the ``m`` columns alike, so they stay exactly equal)."""
+        points = self._fixed if self._fixed is not None else self._ema.raw[0]
+        low, high = torch.aminmax(points)
+        return bool(low == high)
 
     @property
     def grid_raw(self) -> torch.Tensor:
@@ -290,9 +314,12 @@ class IncrementalPDP:
         """PDP-based importance: the sample standard deviation (ddof = 1) of the debiased PD
         values over the grid (Greenwell et al. 2018); NaN before the first explained row. For a
         linear PD with slope ``beta`` on ``m`` equidistant points of ``[a, b]`` it is
-        ``|beta| (b - a) / (m - 1) * sqrt(m (m + 1) / 12)`` (blind to the sign of ``beta``)."""
+        ``|beta| (b - a) / (m - 1) * sqrt(m (m + 1) / 12)`` (blind to the sign of ``beta``);
+        exactly 0 for a one-point grid (a constant feature)."""
         if self.n_explained == 0:
             return math.nan
+        if self._one_point():
+            return 0.0
         return float(self._ema.debiased[1].std(unbiased=True))
 
     def as_dict(self) -> dict[str, Any]:
@@ -311,8 +338,10 @@ class IncrementalPDP:
         self, X: torch.Tensor, y: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Explain the rows ``X [B, d]`` (``y`` is not used) with the current model and return
-        the debiased ``(grid [m], pd [m])``; the feature values enter the range storage
-        afterwards."""
+        the debiased ``(grid, pd)`` (``[m]``, or ``[1]`` for a one-point grid); the feature
+        values enter the range storage afterwards. A batch with a NaN / inf value in any column,
+        or a model output that is not finite, raises ``ValueError`` naming the batch row (and
+        column) and leaves the explainer unchanged."""
         if self.model_fn is None:
             raise ValueError(
                 "IncrementalPDP was built with model_fn=None: pass model_fn= to use explain(), "
@@ -321,16 +350,12 @@ class IncrementalPDP:
         return self._explain(X, self.model_fn)
 
     def _explain(self, X: torch.Tensor, model_fn: ModelFn) -> tuple[torch.Tensor, torch.Tensor]:
-        X, self.n_features = _check_batch(X, self.feature, self.feature_name, self.n_features)
+        X, d = _check_batch(X, self.feature, self.feature_name, self.n_features, self.n_batches)
         values = X[:, self.feature].detach()
-        if not bool(torch.isfinite(values).all()):
-            raise ValueError(
-                f"feature {self.feature} ({self.feature_name!r}) has NaN or inf values at step "
-                f"{self.n_batches}"
-            )
         points = _evaluation_points(self._fixed, self.storage, self.quantiles, self.grid_size)
         if points is not None:
             self._fold(X, points, model_fn)
+        self.n_features = d
         if self.storage is not None:
             self.storage.update(values.to("cpu", torch.float64))
         self.n_seen += X.shape[0]
@@ -346,13 +371,20 @@ class IncrementalPDP:
         if self._ema.device != device or self._ema.raw.dtype != acc:
             self._move(device, acc)
         z = points.to(device=device, dtype=X.dtype)
-        modified = X.detach().unsqueeze(1).expand(b, m, d).clone()
+        n_points = z.shape[0]  # m, or 1 for a one-point range
+        modified = X.detach().unsqueeze(1).expand(b, n_points, d).clone()
         modified[:, :, self.feature] = z
         ice = _evaluate(
-            model_fn, modified.reshape(b * m, d), output_index=self.output_index,
+            model_fn, modified.reshape(b * n_points, d), output_index=self.output_index,
             chunk_size=self.chunk_size, dtype=self._ema.raw.dtype, step=self.n_batches,
-            first_row=self.n_seen, grid_size=m,
-        ).reshape(b, m)
+            first_row=self.n_seen, grid_size=n_points,
+        ).reshape(b, n_points)
+        if n_points != m:  # one point: its ICE value in all m columns of the EMA
+            ice, z = ice.expand(b, m), z.expand(m)
+            point = float(points[0])
+            self._point = point if self.n_explained == 0 or self._point == point else None
+        else:
+            self._point = None
         z_acc = z.to(acc)  # the points as evaluated
         self._ema.update(torch.stack([z_acc.expand(b, m), ice], 1))
         if self.n_ice:
@@ -410,6 +442,7 @@ class IncrementalPDP:
             "n_seen": self.n_seen,
             "n_batches": self.n_batches,
             "last_snapshot": self._last_snapshot,
+            "point": self._point,
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -438,6 +471,8 @@ class IncrementalPDP:
         self.n_seen = int(state["n_seen"])
         self.n_batches = int(state["n_batches"])
         self._last_snapshot = int(state["last_snapshot"])
+        point = state.get("point")
+        self._point = None if point is None else float(point)
 
     def __repr__(self) -> str:
         return (

@@ -349,6 +349,16 @@ class IncrementalSAGE(LossExplainer):
             self.y_empty = y_empty  # stays on the device of the outputs
         return delta
 
+    def _generators(self) -> list[torch.Generator]:
+        """The permutations' generator and the storage's / imputer's (restored if the batch
+        fails)."""
+        out = [self.generator]
+        for source in (self.storage, self.imputer):
+            g = getattr(source, "generator", None)
+            if isinstance(g, torch.Generator) and all(g is not h for h in out):
+                out.append(g)
+        return out
+
     def _plan(self, b: int, X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Cached per ``(B, dtype, device)``: the input buffer ``[1 + G m, B, d]``, the coalition
         size of every imputed group as ``[G m, 1, 1]`` (on ``X``'s device) and the positions

@@ -1,6 +1,7 @@
 """Online learners and the adapters that turn any model into a ``ModelFn``."""
 
 from torchstream.learners.adapters import RiverModelFn, SklearnModelFn, as_model_fn
+from torchstream.learners.divergence import DivergenceError, DivergenceWarning
 from torchstream.learners.online import (
     OnlineClassifier,
     OnlineLearner,
@@ -11,6 +12,8 @@ from torchstream.learners.river_learner import RiverLearner
 from torchstream.learners.scaling import RunningStandardizer
 
 __all__ = [
+    "DivergenceError",
+    "DivergenceWarning",
     "OnlineClassifier",
     "OnlineLearner",
     "OnlineRegressor",

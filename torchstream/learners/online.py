@@ -9,6 +9,13 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
+from torchstream.learners.divergence import (
+    DIVERGENCE_ACTIONS,
+    DivergenceError,
+    LossMonitor,
+    OnDivergence,
+)
+from torchstream.learners.guard import DivergenceGuard, frozen_copy
 from torchstream.learners.river_api import RiverAPI
 from torchstream.learners.scaling import RunningStandardizer
 from torchstream.learners.training import (
@@ -23,7 +30,13 @@ from torchstream.learners.training import (
 )
 from torchstream.schema import Schema, match_key
 
-__all__ = ["OnlineClassifier", "OnlineLearner", "OnlineRegressor", "resolve_device"]
+__all__ = [
+    "DivergenceError",
+    "OnlineClassifier",
+    "OnlineLearner",
+    "OnlineRegressor",
+    "resolve_device",
+]
 
 ModuleFactory = Callable[[int, int], nn.Module]
 Task = Literal["classification", "regression"]
@@ -36,7 +49,7 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
     return torch.device(device)
 
 
-class OnlineLearner(RiverAPI):
+class OnlineLearner(RiverAPI, DivergenceGuard):
     """A torch module trained online, one batch (or one row) at a time.
 
     ``OnlineLearner(..., task="classification")`` builds an :class:`OnlineClassifier` and
@@ -76,6 +89,16 @@ class OnlineLearner(RiverAPI):
         Where the module lives (``"auto"``: CUDA when present) and its float type.
     seed
         Seeds the module's initialisation.
+    on_divergence
+        What a divergent step does (checked after every step, see
+        :mod:`~torchstream.learners.divergence`: a non-finite loss, non-finite parameters, or
+        a loss above ``divergence_factor`` times its running reference): ``"raise"`` a
+        :class:`DivergenceError` naming the row, the loss and a remedy (the learner keeps the
+        state the step left); ``"warn"`` once per kind and go on; ``"skip"``: undo the step
+        (parameters, optimiser state, scalers; the rows still count in ``n_samples_seen``) and
+        warn once per kind. ``divergences`` counts the divergent steps by kind.
+    divergence_factor
+        The explosion rule's factor (``inf`` turns that rule off; the non-finite checks stay).
     """
 
     task: Task = "classification"
@@ -113,6 +136,8 @@ class OnlineLearner(RiverAPI):
         device: str | torch.device | None = "cpu",
         dtype: torch.dtype = torch.float32,
         seed: int | None = 0,
+        on_divergence: OnDivergence = "raise",
+        divergence_factor: float = 1e4,
     ) -> None:
         if task is not None and task != self.task:
             raise ValueError(f"{type(self).__name__} has task {self.task!r}, got task={task!r}")
@@ -122,8 +147,16 @@ class OnlineLearner(RiverAPI):
             raise ValueError(f"lr must be a positive number, got {lr!r}")
         if not (isinstance(module, nn.Module) or callable(module)):
             raise TypeError("module must be an nn.Module or a factory (n_features, n_outputs)")
+        if on_divergence not in DIVERGENCE_ACTIONS:
+            known = ", ".join(DIVERGENCE_ACTIONS)
+            raise ValueError(f"on_divergence must be one of {known}, got {on_divergence!r}")
+        self.on_divergence = on_divergence
+        self.divergence_factor = divergence_factor
+        self._monitor = LossMonitor(divergence_factor)
+        self.divergences: dict[str, int] = {}
         self.device = resolve_device(device)
         self.dtype = dtype
+        self._max_value = torch.finfo(dtype).max
         self.seed = seed
         self.loss = loss
         self.optimizer_name = optimizer
@@ -144,6 +177,7 @@ class OnlineLearner(RiverAPI):
             self._add_class(c)
         self._factory = None if isinstance(module, nn.Module) else module
         self.module: nn.Module | None = None
+        self._initial: nn.Module | None = None  # the module as built, while L_init is measured
         self.optimizer: torch.optim.Optimizer | None = None
         self.input_scaler: RunningStandardizer | None = None
         self.target_scaler: RunningStandardizer | None = None
@@ -174,9 +208,8 @@ class OnlineLearner(RiverAPI):
         if not isinstance(spec, ModelSpec):
             spec = load_spec(spec)
         opts = dict(spec.learner)
-        kwargs: dict[str, Any] = {
-            k: opts.pop(k) for k in ("optimizer", "lr", "loss", "seed") if k in opts
-        }
+        own = ("optimizer", "lr", "loss", "seed", "on_divergence", "divergence_factor")
+        kwargs: dict[str, Any] = {k: opts.pop(k) for k in own if k in opts}
         if opts:  # weight_decay, momentum, ...
             kwargs["optimizer_kwargs"] = opts
         kwargs.update(overrides)
@@ -205,6 +238,7 @@ class OnlineLearner(RiverAPI):
 
     def _setup(self, module: nn.Module) -> None:
         self.module = module.to(device=self.device, dtype=self.dtype)
+        self._initial = frozen_copy(self.module) if self._monitor.warming_up else None
         self.link = binary_link(module) if self.task == "classification" else None
         if self.scale_inputs:
             if self.n_features is None:
@@ -225,6 +259,7 @@ class OnlineLearner(RiverAPI):
         self.optimizer = build_optimizer(
             self.optimizer_name, self.module.parameters(), self.lr, self.optimizer_kwargs
         )
+        self._params = [p for g in self.optimizer.param_groups for p in g["params"]]
 
     def _ensure_module(self, X: torch.Tensor) -> nn.Module:
         if self.module is None:
@@ -243,11 +278,31 @@ class OnlineLearner(RiverAPI):
             raise ValueError(f"X must have shape [B, d], got {list(X.shape)}")
         if self.n_features is not None and X.shape[1] != self.n_features:
             raise ValueError(f"X has {X.shape[1]} columns, the learner expects {self.n_features}")
-        X = X.to(device=self.device, dtype=self.dtype)
+        raw, X = X, X.to(device=self.device, dtype=self.dtype)
         if not bool(torch.isfinite(X).all()):
-            bad = (~torch.isfinite(X)).nonzero()[0].tolist()
-            raise ValueError(f"X row {bad[0]}, column {bad[1]}: non-finite value {X[bad[0], bad[1]]}")
+            r, c = (~torch.isfinite(X)).nonzero()[0].tolist()
+            self._raise_bad_value(float(raw[r, c]), f"X row {r}", c)
         return X
+
+    def _check_range(self, X: torch.Tensor, first_row: int) -> None:
+        """Every value of the float64 rows ``X`` is finite and fits the learner's dtype."""
+        bad = ~(X.abs() <= self._max_value)
+        if bool(bad.any()):
+            r, c = bad.nonzero()[0].tolist()
+            self._raise_bad_value(float(X[r, c]), f"row {first_row + r}", c)
+
+    def _raise_bad_value(self, value: float, row: str, column: int) -> None:
+        names = self.schema.columns if self.schema is not None else None
+        col = f"column {names[column]!r}" if names and column < len(names) else f"column {column}"
+        kind = str(self.dtype).removeprefix("torch.")
+        if math.isfinite(value):
+            raise ValueError(
+                f"{row}, {col}: {value:g} overflows the model's {kind} (largest magnitude "
+                f"{self._max_value:.4g}); rescale the column or use dtype=torch.float64"
+            )
+        hint = "" if math.isnan(value) else (
+            f" (a value beyond {kind}'s range becomes inf on conversion: rescale the column)")
+        raise ValueError(f"{row}, {col}: non-finite value {value}{hint}")
 
     # ------------------------------------------------------------------ core (tensors)
     def _set_mode(self, training: bool) -> None:
@@ -291,14 +346,24 @@ class OnlineLearner(RiverAPI):
         (computed with autograd by the prediction of the same row, same parameters)."""
         module = self._ensure_module(X)
         self._last_forward = None
+        saved = self._snapshot() if self.on_divergence == "skip" else None
+        Xs = X
         if out is None:
             if self.input_scaler is not None:
                 self.input_scaler.update(X)
+                Xs = self.input_scaler.transform(X)
             self._set_mode(True)
-            out = module(self.input_scaler.transform(X) if self.input_scaler is not None else X)
+            out = module(Xs)
         target = self._train_target(y)
         mean_loss = getattr(self._train_loss, "mean", None)  # a fused mean where available
         loss = mean_loss(out, target) if mean_loss else self._train_loss(out, target).mean()
+        initial_loss = None
+        if self._initial is not None:  # the untrained model's loss: the explosion rule's floor
+            with torch.no_grad():
+                out0 = self._initial(Xs)
+                initial_loss = (
+                    mean_loss(out0, target) if mean_loss else self._train_loss(out0, target).mean()
+                )
         opt = self.optimizer
         assert opt is not None
         if self._grads is None:
@@ -311,8 +376,11 @@ class OnlineLearner(RiverAPI):
             if all(g is not None for g in grads):
                 self._grads = grads
         optimizer_step(opt)
+        first = self.n_samples_seen
         self.n_samples_seen += X.shape[0]
-        return loss.detach()
+        loss = loss.detach()
+        self._check_step(loss, initial_loss, out, target, first, saved)
+        return loss
 
     def _train_target(self, y: torch.Tensor) -> torch.Tensor:
         return y
@@ -335,6 +403,8 @@ class OnlineLearner(RiverAPI):
         if self.module is not None:
             state = self.state_dict()
             self.module.to(self.device)
+            if self._initial is not None:
+                self._initial.to(self.device)
             for s in (self.input_scaler, self.target_scaler):
                 if s is not None:
                     s.to(self.device)
@@ -354,6 +424,11 @@ class OnlineLearner(RiverAPI):
             "n_features": self.n_features,
             "n_samples_seen": self.n_samples_seen,
             "schema": None if self.schema is None else self.schema.to_dict(),
+            "divergence": {
+                "monitor": self._monitor.state_dict(),
+                "counts": dict(self.divergences),
+                "initial_module": None if self._initial is None else self._initial.state_dict(),
+            },
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -365,6 +440,13 @@ class OnlineLearner(RiverAPI):
             self.schema = Schema.from_dict(state["schema"])
         self.n_features = state["n_features"]
         self.n_samples_seen = state["n_samples_seen"]
+        divergence = state.get("divergence")
+        if divergence is None:
+            self._monitor.reset()
+            self.divergences = {}
+        else:
+            self._monitor.load_state_dict(divergence["monitor"])
+            self.divergences = {str(k): int(v) for k, v in divergence["counts"].items()}
         if state["module"] is None:
             return
         if self.module is None:
@@ -376,6 +458,12 @@ class OnlineLearner(RiverAPI):
             self._make_optimizer()
         self.module.load_state_dict(state["module"])
         self.optimizer.load_state_dict(state["optimizer"])  # type: ignore[union-attr]
+        initial = None if divergence is None else divergence.get("initial_module")
+        self._initial = None
+        if initial is not None and self._monitor.warming_up:
+            self._initial = frozen_copy(self.module)
+            if self._initial is not None:
+                self._initial.load_state_dict(initial)
         for name in ("input_scaler", "target_scaler"):
             scaler = getattr(self, name)
             if scaler is not None and state[name] is not None:

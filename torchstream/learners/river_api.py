@@ -3,7 +3,6 @@ at the edge, encoded once through the learner's :class:`~torchstream.schema.Sche
 
 from __future__ import annotations
 
-import math
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
@@ -40,14 +39,23 @@ class RiverAPI:
             last = self._last_encoded
             if last is not None and last[0] == vals:  # predict, then learn, the same row
                 return last[1]
-            try:
-                if math.isfinite(sum(vals)):
+            try:  # finite and within the dtype's range (NaN compares false)
+                if sum(map(abs, vals)) <= self._max_value:
                     X = torch.tensor([vals], dtype=self.dtype, device=self.device)
                     self._last_encoded = (vals, X)
                     return X
             except TypeError:
                 pass
-        return schema.encode([x], dtype=self.dtype, device=self.device, first_row=self.n_samples_seen)
+        return self._encode_rows([x])
+
+    def _encode_rows(self, rows: Sequence[Mapping[Hashable, Any]]) -> torch.Tensor:
+        """Rows through the schema, in float64 first: a value the learner's dtype cannot hold
+        is an error naming its row and column, never an ``inf``."""
+        assert self.schema is not None
+        first = self.n_samples_seen
+        X = self.schema.encode(rows, dtype=torch.float64, first_row=first)
+        self._check_range(X, first)
+        return X.to(device=self.device, dtype=self.dtype)
 
     def _encode_many(self, X: Any) -> torch.Tensor:
         fast = self._encode_frame(X)
@@ -58,7 +66,7 @@ class RiverAPI:
             raise ValueError("an empty batch of rows")
         if self.schema is None:
             self.schema = self._infer_schema(rows[0])
-        return self.schema.encode(rows, dtype=self.dtype, device=self.device, first_row=self.n_samples_seen)
+        return self._encode_rows(rows)
 
     def _encode_frame(self, X: Any) -> torch.Tensor | None:
         """A numeric frame whose columns are exactly the schema's features: one array copy.
@@ -72,14 +80,16 @@ class RiverAPI:
             arr = X[list(schema.names)].to_numpy(dtype="float64")
         except (TypeError, ValueError):
             return None
+        if not arr.flags.writeable:  # a read-only view of the frame's block
+            arr = arr.copy()
         out = torch.from_numpy(arr)
-        if not bool(torch.isfinite(out).all()):
+        if not bool((out.abs() <= self._max_value).all()):  # non-finite or out of range
             return None
         return out.to(device=self.device, dtype=self.dtype)
 
     def learn_one(self, x: Mapping[Hashable, Any], y: Any) -> None:
         X = self._encode_one(x)
-        y_t = self._targets_from_labels([y])
+        y_t = self._targets_from_labels([y], self.n_samples_seen)
         self._step(X, y_t, self._reuse_forward(X))
 
     def learn_many(self, X: Any, y: Any) -> None:
@@ -87,7 +97,7 @@ class RiverAPI:
         labels = y.tolist() if hasattr(y, "tolist") else list(y)
         if len(labels) != Xt.shape[0]:
             raise ValueError(f"{Xt.shape[0]} rows but {len(labels)} labels")
-        self._step(Xt, self._targets_from_labels(labels))
+        self._step(Xt, self._targets_from_labels(labels, self.n_samples_seen))
 
     def predict_one(self, x: Mapping[Hashable, Any]) -> Any:
         return self._labels_from_tensor(self._infer_one(self._encode_one(x)))[0]
@@ -126,7 +136,10 @@ class RiverAPI:
         self._set_mode(False)
         return self._outputs(self._forward_raw(X))
 
-    def _targets_from_labels(self, labels: Sequence[Any]) -> torch.Tensor:  # pragma: no cover
+    def _targets_from_labels(
+        self, labels: Sequence[Any], first_row: int
+    ) -> torch.Tensor:  # pragma: no cover - per task
+        """Labels of the rows ``first_row, first_row + 1, ...`` as the training target."""
         raise NotImplementedError
 
     def _labels_from_tensor(self, out: torch.Tensor) -> list[Any]:  # pragma: no cover

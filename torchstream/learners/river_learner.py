@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import pickle
+import copy
 from collections.abc import Mapping
 from typing import Any
 
 import torch
 
+from torchstream.checkpoint import restore_object
 from torchstream.learners.adapters import RiverModelFn
 from torchstream.schema import Schema
 
@@ -84,10 +85,12 @@ class RiverLearner:
             self.model.learn_one(row, label)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"model": pickle.dumps(self.model), "n_classes": self.n_classes}
+        """The river model itself (a copy): checkpoint files store it as a pickled part, loaded
+        only from a trusted file (:mod:`torchstream.checkpoint`)."""
+        return {"model": copy.deepcopy(self.model), "n_classes": self.n_classes}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        self.model = pickle.loads(state["model"])
+        self.model = restore_object(state["model"], "the river model")
         self.n_classes = state["n_classes"]
         self._fn = self._model_fn()
 

@@ -85,6 +85,20 @@ class RunningStandardizer(nn.Module):
             self._cache = (key, self.mean_.to(dtype), std)
         return self._cache[1], self._cache[2]
 
+    def snapshot(self) -> tuple[torch.Tensor, torch.Tensor, int]:
+        """A copy of the statistics, for :meth:`restore`."""
+        return self.mean_.clone(), self.m2.clone(), self._n
+
+    @torch.no_grad()
+    def restore(self, snap: tuple[torch.Tensor, torch.Tensor, int]) -> None:
+        """Return to the statistics of a :meth:`snapshot`."""
+        mean, m2, n = snap
+        self.mean_.copy_(mean)
+        self.m2.copy_(m2)
+        self._n = n
+        self.count.fill_(n)
+        self._cache = None
+
     def _load_from_state_dict(self, *args: object, **kwargs: object) -> None:
         super()._load_from_state_dict(*args, **kwargs)  # type: ignore[arg-type]
         self._cache = None

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import torch
 from river import base as river_base
 
@@ -13,6 +16,39 @@ from torchstream.learners.training import grow_output_layer
 from torchstream.schema import match_key
 
 __all__ = ["OnlineClassifier", "OnlineRegressor"]
+
+
+def _is_missing_label(label: object) -> bool:
+    """``None``, NaN (Python or numpy) and pandas' ``NA`` / ``NaT``."""
+    if label is None:
+        return True
+    try:
+        return bool(label != label)
+    except (TypeError, ValueError):  # pandas.NA has no truth value
+        return True
+
+
+def _is_fraction(label: object) -> bool:
+    """A real number with a fractional part (``0.5``; not ``1.0``, not an integer)."""
+    return (
+        isinstance(label, numbers.Real)
+        and not isinstance(label, numbers.Integral)
+        and not float(label).is_integer()
+    )
+
+
+def _is_integral(label: object) -> bool:
+    """A number without a fractional part (``1``, ``np.int64(1)``, ``1.0``; not ``True``)."""
+    return (
+        isinstance(label, numbers.Real)
+        and not isinstance(label, (bool, np.bool_))
+        and math.isfinite(label)
+        and float(label).is_integer()
+    )
+
+
+def _stream_row(learner: OnlineLearner, i: int) -> str:
+    return f"row {learner.n_samples_seen + i:,}"
 
 
 class OnlineClassifier(OnlineLearner):
@@ -56,6 +92,8 @@ class OnlineClassifier(OnlineLearner):
         old = self.optimizer
         self._last_forward = None
         grow_output_layer(self.module, len(self.classes_))
+        if self._initial is not None:
+            grow_output_layer(self._initial, len(self.classes_))
         self._make_optimizer()
         if old is not None:  # keep the optimiser state of the unchanged parameters
             for p in self.module.parameters():
@@ -63,39 +101,81 @@ class OnlineClassifier(OnlineLearner):
                     self.optimizer.state[p] = old.state[p]  # type: ignore[union-attr]
 
     def _check_y(self, y: Any, n: int) -> torch.Tensor:
-        y = torch.as_tensor(y, device=self.device)
+        try:
+            y = torch.as_tensor(y, device=self.device)
+        except (TypeError, ValueError, RuntimeError) as e:
+            raise ValueError(f"y must hold class indices (integers): {e}") from None
         if y.dim() != 1 or y.shape[0] != n:
             raise ValueError(f"y must have shape [{n}], got {list(y.shape)}")
-        if y.dtype.is_floating_point and not bool((y == y.round()).all()):
-            raise ValueError("classification targets must be class indices (integers)")
+        if y.dtype.is_complex:
+            raise ValueError("y must hold class indices (integers), got complex numbers")
+        if y.dtype.is_floating_point:
+            bad = ~torch.isfinite(y) | (y != y.round())
+            if bool(bad.any()):
+                i = int(bad.nonzero()[0, 0])
+                raise ValueError(
+                    f"y[{i}] ({_stream_row(self, i)}): {y[i].item()} is not a class index; "
+                    f"classification targets are integers (a missing label cannot be learned)"
+                )
         y = y.long()
         if n and int(y.min()) < 0:
-            raise ValueError(f"class indices must be >= 0, got {int(y.min())}")
+            i = int(y.argmin())
+            raise ValueError(
+                f"y[{i}] ({_stream_row(self, i)}): class index {int(y[i])}; class indices "
+                f"must be >= 0"
+            )
         top = int(y.max()) if n else -1
         if top >= len(self.classes_):
             if self._fixed_classes:
+                i = int(y.argmax())
                 raise ValueError(
-                    f"class index {top} but only {len(self.classes_)} classes were declared"
+                    f"y[{i}] ({_stream_row(self, i)}): class index {top} but only "
+                    f"{len(self.classes_)} classes were declared"
                 )
             for c in range(len(self.classes_), top + 1):
                 self._add_class(c)
             self._grow_if_needed()
         return y
 
-    def _targets_from_labels(self, labels: Sequence[Any]) -> torch.Tensor:
-        codes = []
-        grew = False
-        for lab in labels:
-            code = self._codes.get(match_key(lab))
-            if code is None:
-                if lab is None:
-                    raise ValueError("a label is None")
-                code = self._add_class(lab)
-                grew = True
-            codes.append(code)
-        if grew:
-            self._grow_if_needed()
+    def _targets_from_labels(self, labels: Sequence[Any], first_row: int) -> torch.Tensor:
+        codes = [self._codes.get(match_key(lab)) for lab in labels]
+        if None in codes:
+            self._add_classes(labels, codes, first_row)
         return torch.tensor(codes, dtype=torch.long, device=self.device)
+
+    def _add_classes(self, labels: Sequence[Any], codes: list[int | None], first_row: int) -> None:
+        """Give the labels without a code (``None`` in ``codes``) new classes, in order of
+        appearance; every one is checked first, so a bad label changes nothing."""
+        fresh: dict[tuple[bool, Hashable], Any] = {}
+        for i, (lab, code) in enumerate(zip(labels, codes)):
+            if code is None and match_key(lab) not in fresh:
+                self._check_new_label(lab, first_row + i, [*self.classes_, *fresh.values()])
+                fresh[match_key(lab)] = lab
+        for lab in fresh.values():
+            self._add_class(lab)
+        for i, lab in enumerate(labels):
+            if codes[i] is None:
+                codes[i] = self._codes[match_key(lab)]
+        self._grow_if_needed()
+
+    @staticmethod
+    def _check_new_label(label: Any, row: int, classes: Sequence[Hashable]) -> None:
+        """A label never seen before may add a class unless it is missing, or has a fractional
+        part while the ``classes`` so far are integers (at least one integral number, no
+        fractional one)."""
+        if _is_missing_label(label):
+            raise ValueError(f"row {row:,}: the label is missing ({label!r}); it cannot be learned")
+        if (
+            _is_fraction(label)
+            and any(_is_integral(c) for c in classes)
+            and not any(_is_fraction(c) for c in classes)
+        ):
+            shown = ", ".join(repr(c) for c in classes[:10])
+            raise ValueError(
+                f"row {row:,}: label {label!r} is not an integer, but the classes are integers "
+                f"({shown}{', ...' if len(classes) > 10 else ''}); a regression target? "
+                f"(fractional classes: declare them, classes=[...])"
+            )
 
     # ------------------------------------------------------------------ outputs
     def _outputs(self, out: torch.Tensor) -> torch.Tensor:
@@ -147,19 +227,37 @@ class OnlineRegressor(OnlineLearner):
     task = "regression"
 
     def _check_y(self, y: Any, n: int) -> torch.Tensor:
-        y = torch.as_tensor(y, device=self.device, dtype=self.dtype)
+        try:  # numbers stay float64 until the range check below
+            raw = y if isinstance(y, torch.Tensor) else torch.as_tensor(y, dtype=torch.float64)
+        except (TypeError, ValueError, RuntimeError) as e:
+            raise ValueError(f"regression targets must be numbers: {e}") from None
+        y = raw.to(device=self.device, dtype=self.dtype)
         if y.dim() != 1 or y.shape[0] != n:
             raise ValueError(f"y must have shape [{n}], got {list(y.shape)}")
         if not bool(torch.isfinite(y).all()):
             i = int((~torch.isfinite(y)).nonzero()[0, 0])
-            raise ValueError(f"y row {i}: non-finite target {float(y[i])}")
+            value = float(raw[i])
+            kind = str(self.dtype).removeprefix("torch.")
+            what = (
+                f"{value:g} overflows the model's {kind}; rescale the target"
+                if math.isfinite(value)
+                else f"non-finite target {value} (a missing target cannot be learned)"
+            )
+            raise ValueError(f"y[{i}] ({_stream_row(self, i)}): {what}")
         return y
 
-    def _targets_from_labels(self, labels: Sequence[Any]) -> torch.Tensor:
+    def _targets_from_labels(self, labels: Sequence[Any], first_row: int) -> torch.Tensor:
         try:
             vals = [float(v) for v in labels]
         except (TypeError, ValueError):
-            raise ValueError(f"regression targets must be numbers, got {list(labels)[:5]!r}") from None
+            for i, v in enumerate(labels):
+                try:
+                    float(v)
+                except (TypeError, ValueError):
+                    raise ValueError(
+                        f"row {first_row + i:,}: target {v!r}; regression targets must be numbers"
+                    ) from None
+            raise
         return self._check_y(vals, len(vals))
 
     def _train_target(self, y: torch.Tensor) -> torch.Tensor:

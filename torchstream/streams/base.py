@@ -69,6 +69,9 @@ class Stream:
         self.n_samples = n_samples
         self.drift_positions = tuple(int(p) for p in drift_positions)
         self.name = name or type(self).__name__
+        #: Where the rows come from, when a file (path, size, hash of its head): part of a
+        #: run's identity, so a checkpoint is resumed only on the same data.
+        self.source: dict[str, Any] | None = None
 
     # ------------------------------------------------------------------ subclass hook
     def _rows(self) -> Iterator[tuple[Row, Any]]:

@@ -1,23 +1,26 @@
 """Finite streams held in memory: numpy / torch arrays, pandas frames, CSV files, river datasets.
 
 All of them end up as a :class:`TableStream`: the rows encoded once into a tensor, the targets
-encoded once, and batches that are slices of those tensors.
+encoded once, and batches that are slices of those tensors. Missing numeric values are imputed
+causally (:func:`~torchstream.schema.running_mean_fill`): never with a statistic of later rows.
 """
 
 from __future__ import annotations
 
-import csv
+import dataclasses
 import math
 import os
-from collections.abc import Hashable, Iterable, Iterator, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from torchstream.schema import Feature, Schema, match_key
-from torchstream.streams.base import Row, Stream, Task, infer_task
+from torchstream.schema import Schema, running_mean_fill
+from torchstream.streams.base import Row, Task
+from torchstream.streams.csv_reader import MISSING_TOKENS, read_csv, read_header
+from torchstream.streams.table import TableStream
 
 __all__ = [
     "MISSING_TOKENS",
@@ -28,10 +31,9 @@ __all__ = [
     "from_pandas",
     "from_river",
     "read_csv",
+    "read_header",
     "shared_data",
 ]
-
-MISSING_TOKENS = ("", "?", "NA", "N/A", "NaN", "nan", "null", "None")
 
 
 def data_path(name: str) -> Path:
@@ -40,93 +42,6 @@ def data_path(name: str) -> Path:
     root = os.environ.get("TORCHSTREAM_DATA")
     base = Path(root) if root else Path.cwd().parent / "shared" / "data"
     return base / name
-
-
-def _sorted_labels(labels: Iterable[Any]) -> list[Any]:
-    first: dict[Any, Any] = {}
-    for v in labels:  # keyed like the stream's classes: True and 1 stay two labels
-        first.setdefault(match_key(v), v)
-    distinct = list(first.values())
-    try:
-        return sorted(distinct)
-    except TypeError:
-        return distinct
-
-
-class TableStream(Stream):
-    """A finite stream whose rows are already encoded.
-
-    Parameters
-    ----------
-    X
-        Encoded rows ``[n, d]`` (any float dtype; kept as float64 on the CPU).
-    labels
-        The raw labels (length ``n``).
-    schema
-        The schema that produced ``X``.
-    rows
-        The raw dict rows, when they differ from what ``schema.decode(X)`` gives back (categorical
-        and nullable features); ``None`` for all-numeric data.
-    """
-
-    def __init__(
-        self,
-        X: torch.Tensor,
-        labels: Sequence[Any],
-        schema: Schema,
-        *,
-        task: Task | None = None,
-        classes: Sequence[Any] | None = None,
-        rows: Sequence[Row] | None = None,
-        name: str | None = None,
-    ) -> None:
-        if X.dim() != 2 or X.shape[1] != schema.n_columns:
-            raise ValueError(
-                f"X must have shape [n, {schema.n_columns}] for this schema, got {list(X.shape)}"
-            )
-        if len(labels) != X.shape[0]:
-            raise ValueError(f"X has {X.shape[0]} rows but there are {len(labels)} labels")
-        if rows is not None and len(rows) != len(labels):
-            raise ValueError(f"{len(rows)} raw rows for {len(labels)} labels")
-        task = task or (infer_task(labels) if len(labels) else "regression")
-        if task == "classification" and classes is None:
-            classes = _sorted_labels(labels)
-        super().__init__(schema, task=task, classes=classes, n_samples=len(labels), name=name)
-        self._X = X.detach().to("cpu", torch.float64)
-        self._labels = list(labels)
-        self._raw_rows = rows
-        self._y = self.encode_targets(self._labels)
-
-    def _rows(self) -> Iterator[tuple[Row, Any]]:
-        if self._raw_rows is not None:
-            return iter(zip(self._raw_rows, self._labels))
-        names = self.schema.names
-        return ((dict(zip(names, x)), y) for x, y in zip(self._X.tolist(), self._labels))
-
-    def _batches(
-        self,
-        size: int,
-        device: torch.device | str | None,
-        dtype: torch.dtype,
-        start: int,
-        stop: int | None,
-    ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        n = self._X.shape[0] if stop is None else min(stop, self._X.shape[0])
-        X = self._X.to(device=device, dtype=dtype)
-        y = self._y.to(device=device)
-        for lo in range(start, n, size):
-            hi = min(lo + size, n)
-            yield X[lo:hi], y[lo:hi]
-
-    @property
-    def X(self) -> torch.Tensor:
-        """All encoded rows ``[n, d]`` (float64, CPU)."""
-        return self._X
-
-    @property
-    def y(self) -> torch.Tensor:
-        """All encoded targets ``[n]``."""
-        return self._y
 
 
 # ---------------------------------------------------------------------- numpy / torch
@@ -174,7 +89,9 @@ def from_pandas(
     """A stream over a pandas DataFrame; ``target`` names the label column.
 
     Object / string / category columns become categorical features; NaN / None are missing
-    values (the feature becomes nullable, see :mod:`torchstream.schema`).
+    values (the feature becomes nullable, see :mod:`torchstream.schema`). Unless ``schema`` is
+    given, a missing number gets the mean of the earlier rows (never later ones) and the
+    schema's ``fill_value`` is 0.0.
     """
     if target not in frame.columns:
         raise ValueError(f"target column {target!r} not in the frame's columns {list(frame.columns)}")
@@ -213,153 +130,30 @@ def _from_rows(
 ) -> TableStream:
     if not rows:
         raise ValueError(f"stream {name or ''!r} has no rows")
-    schema = schema or Schema.infer(rows, categorical=categorical)
+    causal = schema is None
+    if schema is None:
+        inferred = Schema.infer(rows, categorical=categorical)
+        schema = Schema(
+            [dataclasses.replace(f, fill_value=0.0) if f.nullable and f.kind == "numeric" else f
+             for f in inferred.features],
+            encoding=inferred.encoding, unseen=inferred.unseen)
     X = schema.encode(rows, dtype=torch.float64)
+    if causal:
+        _impute_causally(schema, X)
     plain = all(f.kind == "numeric" and not f.nullable for f in schema.features)
     return TableStream(
         X, labels, schema, task=task, classes=classes, rows=None if plain else rows, name=name
     )
 
 
-# ---------------------------------------------------------------------- CSV
-def read_csv(
-    path: str | os.PathLike[str],
-    target: str,
-    *,
-    categorical: Iterable[str] = (),
-    numeric: Iterable[str] = (),
-    drop: Iterable[str] = (),
-    missing: Iterable[str] = MISSING_TOKENS,
-    task: Task | None = None,
-    delimiter: str = ",",
-    nrows: int | None = None,
-    name: str | None = None,
-) -> TableStream:
-    """Read a CSV file with a header row into a stream.
-
-    Column kinds: listed in ``categorical`` / ``numeric``, or inferred: a column is numeric when
-    every non-missing value parses as a number and categorical when most values do not. A column
-    where at least 90 % of the values are numbers but some are not is almost surely a data error:
-    it raises a ``ValueError`` naming the first bad line and column (declare the column
-    ``categorical`` to accept it). Values in ``missing`` are missing values (see the schema's
-    policy). A line with the wrong number of fields raises a ``ValueError`` naming the line.
-
-    >>> import tempfile, pathlib
-    >>> p = pathlib.Path(tempfile.mkdtemp()) / "toy.csv"
-    >>> _ = p.write_text("a,b,y\\n1,red,0\\n?,blue,1\\n")
-    >>> s = read_csv(p, "y")
-    >>> s.schema.columns, s.task, s.classes
-    (('a', 'a:missing', 'b=red', 'b=blue'), 'classification', [0, 1])
-    """
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"CSV file not found: {path}")
-    missing_set = set(missing)
-    with path.open(newline="") as fh:
-        reader = csv.reader(fh, delimiter=delimiter)
-        try:
-            header = next(reader)
-        except StopIteration:
-            raise ValueError(f"{path}: the file is empty (no header row)") from None
-        width = len(header)
-        if len(set(header)) != width:
-            dup = sorted({h for h in header if header.count(h) > 1})
-            raise ValueError(f"{path}: duplicate column names {dup}")
-        records: list[list[str]] = []
-        line_nos: list[int] = []  # the file line of each record (blank lines are skipped)
-        for line in reader:
-            if nrows is not None and len(records) >= nrows:
-                break
-            if not line:  # a blank line
-                continue
-            if len(line) != width:
-                raise ValueError(
-                    f"{path}, line {reader.line_num}: {len(line)} fields, expected {width} "
-                    f"(header: {header})"
-                )
-            records.append(line)
-            line_nos.append(reader.line_num)
-    if not records:
-        raise ValueError(f"{path}: no data rows after the header")
-    for arg, cols in (("target", [target]), ("categorical", categorical), ("numeric", numeric),
-                      ("drop", drop)):
-        unknown = [c for c in cols if c not in header]
-        if unknown:
-            raise ValueError(f"{path}: {arg} names unknown columns {unknown} (columns: {header})")
-    cat, num, dropped = set(categorical), set(numeric), set(drop)
-    ti = header.index(target)
-    columns: dict[str, list[Any]] = {}
-    features: list[Feature] = []
-    for j, col in enumerate(header):
-        if j == ti or col in dropped:
-            continue
-        raw = [r[j] for r in records]
-        values, feat = _parse_column(path, col, raw, line_nos, missing_set, cat, num)
-        columns[col] = values
-        features.append(feat)
-    labels_raw = [r[ti] for r in records]
-    for i, v in enumerate(labels_raw):
-        if v.strip() in missing_set:  # stripped, as feature values are
-            raise ValueError(
-                f"{path}, line {line_nos[i]}: missing value in the target column {target!r}"
-            )
-    labels: list[Any]
-    try:
-        nums = [float(v) for v in labels_raw]
-        labels = [int(v) if v.is_integer() else v for v in nums]
-    except ValueError:
-        labels = [v.strip() for v in labels_raw]
-    names = [f.name for f in features]
-    rows = [dict(zip(names, vals)) for vals in zip(*(columns[n] for n in names))]
-    schema = Schema(features)
-    return _from_rows(
-        rows, labels, categorical=(), task=task, schema=schema, name=name or path.stem
-    )
-
-
-def _parse_column(
-    path: Path,
-    col: str,
-    raw: list[str],
-    line_nos: list[int],
-    missing: set[str],
-    categorical: set[str],
-    numeric: set[str],
-) -> tuple[list[Any], Feature]:
-    is_missing = [v.strip() in missing for v in raw]
-    nullable = any(is_missing)
-    if col not in categorical:
-        parsed: list[float | None] = []
-        bad: list[int] = []
-        for i, (v, m) in enumerate(zip(raw, is_missing)):
-            if m:
-                parsed.append(None)
-                continue
-            try:
-                x = float(v)
-            except ValueError:
-                bad.append(i)
-                parsed.append(None)
-                continue
-            if not math.isfinite(x):
-                raise ValueError(
-                    f"{path}, line {line_nos[i]}, column {col!r}: non-finite value {v!r}"
-                )
-            parsed.append(x)
-        n_present = len(raw) - sum(is_missing)
-        if not bad:
-            seen = [x for x in parsed if x is not None]
-            fill = sum(seen) / len(seen) if seen else 0.0
-            return parsed, Feature(col, "numeric", nullable=nullable, fill_value=fill)
-        if col in numeric or len(bad) <= 0.1 * n_present:
-            i = bad[0]
-            raise ValueError(
-                f"{path}, line {line_nos[i]}, column {col!r}: non-numeric value {raw[i]!r} in a "
-                f"numeric column ({len(bad)} such values); declare it categorical to keep it"
-            )
-    values = [None if m else v.strip() for v, m in zip(raw, is_missing)]
-    cats = list(dict.fromkeys(v for v in values if v is not None))
-    return values, Feature(col, "categorical", tuple(cats), nullable=nullable)
+def _impute_causally(schema: Schema, X: torch.Tensor) -> None:
+    """Replace, in place, the filled value of each missing number by the mean of the earlier
+    rows (the indicator column follows the value column)."""
+    for f in schema.features:
+        if f.kind == "numeric" and f.nullable:
+            j = schema.feature_columns(f.name).start
+            col = X[:, j].numpy()
+            col[:] = running_mean_fill(col, X[:, j + 1].numpy() > 0.5)
 
 
 # ---------------------------------------------------------------------- river datasets

@@ -229,7 +229,15 @@ class _Reservoir(_TensorStorage):
     # ------------------------------------------------------------------ update
     def update(self, X: torch.Tensor) -> None:
         """Add the rows of ``X`` ``[B, d]`` (in time order)."""
-        X = _as_rows(X, self.n_features, self.dtype, self.device)
+        self._insert(_as_rows(X, self.n_features, self.dtype, self.device))
+
+    def _update_finite(self, X: torch.Tensor) -> None:
+        """:meth:`update` with rows ``[B, d]`` the caller has already checked to be finite."""
+        if X.dtype != self.dtype or X.device != self.device:
+            X = X.to(device=self.device, dtype=self.dtype)
+        self._insert(X)
+
+    def _insert(self, X: torch.Tensor) -> None:
         b = X.shape[0]
         n_fill = min(self.size - self._len, b)
         if n_fill > 0:

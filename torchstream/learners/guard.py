@@ -1,0 +1,185 @@
+"""The divergence check of :class:`~torchstream.learners.OnlineLearner`, run after every
+optimiser step: one fused read-back of the loss and of every parameter tensor's largest
+magnitude, the explosion rule of :mod:`~torchstream.learners.divergence`, and what
+``on_divergence`` asks for (raise, warn, or undo the step)."""
+
+from __future__ import annotations
+
+import copy
+import math
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import nn
+
+from torchstream.learners.divergence import (
+    EXPLODING_LOSS,
+    NON_FINITE_LOSS,
+    NON_FINITE_PARAMETERS,
+    DivergenceError,
+    DivergenceWarning,
+    LossMonitor,
+)
+from torchstream.learners.scaling import RunningStandardizer
+
+__all__ = ["DivergenceGuard", "frozen_copy"]
+
+Snapshot = tuple[list[torch.Tensor], dict[Any, dict[str, Any]], list[Any]]
+
+
+def frozen_copy(module: nn.Module) -> nn.Module | None:
+    """A copy of ``module`` as it is now, in eval mode and without gradients; ``None`` for a
+    module that refuses ``deepcopy`` (the explosion rule then takes ``L_init`` from the first
+    steps' own losses)."""
+    try:
+        frozen = copy.deepcopy(module)
+    except Exception:  # noqa: BLE001 - whatever a custom module raises
+        return None
+    frozen.eval()
+    for p in frozen.parameters():
+        p.requires_grad_(False)
+    return frozen
+
+
+class DivergenceGuard:
+    """Mixin of :class:`~torchstream.learners.OnlineLearner`: checks each step."""
+
+    # set by the learner
+    task: str
+    lr: float
+    scale_inputs: bool
+    scale_targets: bool
+    on_divergence: str
+    divergence_factor: float
+    divergences: dict[str, int]
+    optimizer: torch.optim.Optimizer | None
+    input_scaler: RunningStandardizer | None
+    target_scaler: RunningStandardizer | None
+    _monitor: LossMonitor
+    _initial: nn.Module | None
+    _params: list[torch.Tensor]
+    _train_loss: Callable[..., torch.Tensor]
+
+    def _check_step(
+        self,
+        loss: torch.Tensor,
+        initial_loss: torch.Tensor | None,
+        out: torch.Tensor,
+        target: torch.Tensor,
+        first: int,
+        saved: Snapshot | None,
+    ) -> None:
+        """After the step: the loss, the largest magnitude of each parameter tensor (NaN or inf
+        when any entry is) and, while ``L_init`` is measured, the initial model's loss, read
+        back together: one stacked transfer (a single host sync) on an accelerator, plain
+        scalar reads on the CPU (where a read costs no sync and the stack would cost more)."""
+        tensors = [loss, *torch._foreach_norm(self._params, math.inf)]
+        if initial_loss is not None:
+            tensors.append(initial_loss)
+        if loss.is_cpu:
+            vals = [t.item() for t in tensors]
+        else:
+            vals = torch.stack([t.to(loss.dtype) for t in tensors]).tolist()
+        monitor = self._monitor
+        if initial_loss is not None:
+            monitor.add_initial(vals.pop(), int(target.shape[0]))
+            if not monitor.warming_up:
+                self._initial = None
+        value = vals[0]
+        if initial_loss is None and monitor.warming_up:  # no copy of the initial model
+            monitor.add_initial(value, int(target.shape[0]))
+        if not math.isfinite(sum(vals)) and not all(map(math.isfinite, vals)):
+            kind = NON_FINITE_LOSS if not math.isfinite(value) else NON_FINITE_PARAMETERS
+        elif monitor.observe(value):
+            kind = EXPLODING_LOSS
+        else:
+            return
+        self._diverged(kind, value, out, target, first, saved)
+
+    def _diverged(
+        self,
+        kind: str,
+        value: float,
+        out: torch.Tensor,
+        target: torch.Tensor,
+        first: int,
+        saved: Snapshot | None,
+    ) -> None:
+        count = self.divergences.get(kind, 0)
+        self.divergences[kind] = count + 1
+        if self.on_divergence == "raise":
+            msg = self._divergence_message(kind, value, out, target, first)
+            raise DivergenceError(f"{msg}; on_divergence='warn' or 'skip' goes on instead")
+        note = self._divergence_message(kind, value, out, target, first) if count == 0 else None
+        if saved is not None:  # skip
+            self._restore(saved)
+        elif kind == EXPLODING_LOSS:  # warn: the loss joins the history
+            self._monitor.accept(value)
+        if note is not None:
+            done = "the step was undone" if saved is not None else "training goes on"
+            warnings.warn(
+                f"{note}; {done} (warned once per kind; `divergences` counts them)",
+                DivergenceWarning,
+                stacklevel=5,  # the caller of learn / learn_one / learn_many
+            )
+
+    def _divergence_message(
+        self, kind: str, value: float, out: torch.Tensor, target: torch.Tensor, first: int
+    ) -> str:
+        """Where (the row: the first non-finite or the largest per-row loss of the batch), what
+        (the loss, the ratio), and what to change."""
+        n = int(target.shape[0])
+        with torch.no_grad():
+            per_row = self._train_loss(out.detach(), target).reshape(-1)
+        if per_row.numel() == n:
+            bad = ~torch.isfinite(per_row)
+            i = int(bad.nonzero()[0, 0]) if bool(bad.any()) else int(per_row.argmax())
+            where = f"row {first + i:,}"
+            if n > 1:
+                which = "its first non-finite loss" if bool(bad.any()) else "its largest loss"
+                where += f" ({which} in the batch of rows {first:,}-{first + n - 1:,})"
+        else:
+            where = f"the batch of rows {first:,}-{first + n - 1:,}"
+        if kind == NON_FINITE_LOSS:
+            what = f"the loss is {value}"
+        elif kind == NON_FINITE_PARAMETERS:
+            what = f"the step made parameters non-finite (loss {value:.4g})"
+        else:
+            ref = self._monitor.reference() or math.nan
+            what = (
+                f"the loss {value:.4g} is {value / ref:.3g} times its running reference "
+                f"{ref:.4g} (the limit is divergence_factor={self.divergence_factor:g})"
+            )
+        fixes = []
+        if not self.scale_inputs:
+            fixes.append("scale the inputs (scale_inputs=True)")
+        if self.task == "regression" and not self.scale_targets:
+            fixes.append("scale the targets (scale_targets=True)")
+        fixes.append(f"lower the learning rate (lr={self.lr:g})")
+        return f"training diverged at {where}: {what} [{kind}]. Fix: {' or '.join(fixes)}"
+
+    def _snapshot(self) -> Snapshot:
+        """Parameters, optimiser state and scalers before a step (``on_divergence="skip"``)."""
+        assert self.optimizer is not None
+        params = [p.detach().clone() for p in self._params]
+        state = {
+            p: {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in s.items()}
+            for p, s in self.optimizer.state.items()
+        }
+        scalers = [
+            None if s is None else s.snapshot() for s in (self.input_scaler, self.target_scaler)
+        ]
+        return params, state, scalers
+
+    @torch.no_grad()
+    def _restore(self, saved: Snapshot) -> None:
+        params, state, scalers = saved
+        assert self.optimizer is not None
+        torch._foreach_copy_(self._params, params)
+        self.optimizer.state.clear()
+        self.optimizer.state.update(state)
+        for scaler, snap in zip((self.input_scaler, self.target_scaler), scalers):
+            if scaler is not None and snap is not None:
+                scaler.restore(snap)
