@@ -179,3 +179,16 @@ def test_river_dataset_that_needs_a_download_offline(tmp_path, capsys, monkeypat
     assert e.value.code == 2
     err = capsys.readouterr().err
     assert "river dataset Elec2 could not be read" in err and err.count("\n") == 1
+
+
+def test_cli_streams_step_records_to_the_run_directory_and_resume_continues_them(tmp_path):
+    import pandas as pd
+
+    ck = tmp_path / "c.pt"
+    assert _cli(tmp_path, "--checkpoint", str(ck), "--steps", "20") == 0
+    steps = tmp_path / "logs" / "steps.csv"
+    assert len(pd.read_csv(steps)) == 20
+    assert _cli(tmp_path, "--resume", str(ck)) == 0
+    frame = pd.read_csv(steps)
+    assert list(frame["step"]) == list(range(50))  # 200 rows / 4, no step twice or missing
+    assert list(frame["start"]) == [4 * s for s in range(50)]

@@ -188,6 +188,7 @@ def _run(args: argparse.Namespace) -> int:
         raise SystemExit(f"error: {e}") from None
     runner = Prequential(learner, stream, batch_size=args.batch_size, window=args.window,
                          log_every=args.log_every, plugins=plugins,
+                         records_path=Path(logdir) / "steps.csv",
                          figure_every=args.figure_every,
                          progress=not args.no_progress and sys.stderr.isatty(),
                          config=_run_identity(args, spec))

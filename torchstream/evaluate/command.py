@@ -112,7 +112,7 @@ def evaluate(args: argparse.Namespace, make_stream: Any) -> int:
         batch_size=args.batch_size, n_pretrain=args.n_pretrain,
         label_delay=tuple(args.label_delay) if args.label_delay else None,
         window=args.window, plugins=detectors, sinks=[sink], log_every=1,
-        progress=sys.stderr.isatty(), seed=args.seed,
+        progress=sys.stderr.isatty(), seed=args.seed, records_path=out / "steps.csv",
     )
     print(f"stream   {stream!r}")
     print(f"strategy {runner.strategy!r}, batch size {args.batch_size}, "
@@ -126,8 +126,7 @@ def evaluate(args: argparse.Namespace, make_stream: Any) -> int:
     summary = result.summary()
     summary.to_csv(out / "summary.csv")
     (out / "summary.md").write_text(_markdown(summary))
-    steps = result.to_frame()
-    steps.to_csv(out / "steps.csv", index=False)
+    steps = result.to_frame()  # read back from steps.csv, written as the run went
     print(result.table())
     known = list(stream.drift_positions)
     n_total = result.n_rows

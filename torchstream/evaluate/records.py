@@ -7,7 +7,7 @@ when it ends, either
 * to a CSV file (``path``): one line per record appended, the header first; nothing but the
   current step stays in memory, and a checkpoint holds only the file's length and the CRC-32 of
   its bytes. Resuming truncates the file to that length, so a resumed run's file equals the
-  file of a run that was never interrupted; or
+  file of a run that was never interrupted (the measured seconds aside); or
 * to an in-memory window of the last ``max_records`` records (default
   :data:`DEFAULT_MAX_RECORDS`); older records are dropped and counted in
   :attr:`StepRecords.n_dropped`. A checkpoint holds the window (bounded).
@@ -43,7 +43,8 @@ class StepRecords:
     Parameters
     ----------
     path
-        CSV file the records are appended to; None: keep them in memory.
+        CSV file the records are appended to (made absolute: a checkpoint names it); None:
+        keep them in memory.
     max_records
         Size of the in-memory window (without ``path``): the last ``max_records`` records are
         kept, older ones dropped (:attr:`n_dropped` counts them).
@@ -58,7 +59,7 @@ class StepRecords:
                  max_records: int = DEFAULT_MAX_RECORDS, enabled: bool = True) -> None:
         if not isinstance(max_records, int) or isinstance(max_records, bool) or max_records < 1:
             raise ValueError(f"max_records must be an integer >= 1, got {max_records!r}")
-        self.path = None if path is None else Path(path)
+        self.path = None if path is None else Path(os.path.abspath(path))
         if self.path is not None and self.path.is_dir():
             raise ValueError(f"records path {str(self.path)!r} is a directory; give a file "
                              "such as <dir>/steps.csv")

@@ -697,7 +697,12 @@ class Evaluator:
             if strict:
                 raise CheckpointError(message)
             warnings.warn(message, stacklevel=2)
-        return saved["state"]  # type: ignore[return-value]
+        state: dict[str, Any] = saved["state"]  # type: ignore[assignment]
+        try:
+            self.records.check_state(state["records"])
+        except (KeyError, ValueError) as e:
+            raise CheckpointError(f"checkpoint {path}: {e}") from None
+        return state
 
     def resume(self, path: str | os.PathLike[str], *, trusted: bool = False,
                strict: bool = True) -> None:

@@ -101,6 +101,11 @@ class LossMonitor:
         self._sorted: list[float] = []
         self._init_sum = 0.0
         self._init_rows = 0
+        self._safe = math.inf  # losses up to factor * L_init never explode: no median needed
+
+    def _set_safe(self) -> None:
+        if not self.warming_up:
+            self._safe = self.factor * (self._init_sum / self._init_rows)
 
     @property
     def warming_up(self) -> bool:
@@ -112,6 +117,7 @@ class LossMonitor:
         if self.warming_up and math.isfinite(mean_loss) and n_rows > 0:
             self._init_sum += mean_loss * n_rows
             self._init_rows += n_rows
+            self._set_safe()
 
     def reference(self) -> float | None:
         """The median of the recent losses, kept between ``L_init`` and ``ceiling * L_init``;
@@ -133,7 +139,7 @@ class LossMonitor:
 
     def observe(self, loss: float) -> bool:
         """Whether the finite ``loss`` explodes; if it does not, it joins the history."""
-        if self.exploded(loss):
+        if loss > self._safe and self.exploded(loss):
             return True
         self.accept(loss)
         return False
@@ -160,3 +166,4 @@ class LossMonitor:
         self._sorted = sorted(self._recent)
         self._init_sum = float(state["init_sum"])  # type: ignore[arg-type]
         self._init_rows = int(state["init_rows"])  # type: ignore[call-overload]
+        self._set_safe()

@@ -87,9 +87,9 @@ class DivergenceGuard:
             monitor.add_initial(vals.pop(), int(target.shape[0]))
             if not monitor.warming_up:
                 self._initial = None
+        elif self._initial is None and monitor.warming_up:  # no copy of the initial model
+            monitor.add_initial(vals[0], int(target.shape[0]))
         value = vals[0]
-        if initial_loss is None and monitor.warming_up:  # no copy of the initial model
-            monitor.add_initial(value, int(target.shape[0]))
         if not math.isfinite(sum(vals)) and not all(map(math.isfinite, vals)):
             kind = NON_FINITE_LOSS if not math.isfinite(value) else NON_FINITE_PARAMETERS
         elif monitor.observe(value):
