@@ -17,6 +17,7 @@ import torch
 from torchstream import OnlineLearner
 from torchstream.learners import DivergenceError, DivergenceWarning
 from torchstream.learners.divergence import LossMonitor
+from torchstream.learners.guard import read_scalars
 from torchstream.models import MLP, Probit
 from torchstream.streams import make_synthetic
 
@@ -353,3 +354,36 @@ def test_a_bad_label_in_a_batch_adds_no_class():
     assert_same_state(before, learner_state(model))
     model.learn_many(pd.DataFrame({"a": [0.0, 1.0, 2.0]}), pd.Series([7, 5, 7]))
     assert model.classes_ == [0, 1, 7, 5]
+
+
+def test_both_read_backs_give_the_same_values():
+    """The stacked single-transfer read (used on accelerators) and the scalar reads (CPU)."""
+    tensors = [torch.tensor(v) for v in (1.5, math.inf, math.nan, -2.0)]
+    one = read_scalars(tensors, one_transfer=True)
+    many = read_scalars(tensors, one_transfer=False)
+    assert one[:2] == many[:2] == [1.5, math.inf] and one[3] == many[3] == -2.0
+    assert math.isnan(one[2]) and math.isnan(many[2])
+
+
+class _NoCopy(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.output_layer = torch.nn.Linear(2, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.output_layer(x)
+
+    def __deepcopy__(self, memo: dict) -> None:
+        raise TypeError("not copyable")
+
+
+def test_a_module_that_cannot_be_copied_takes_l_init_from_its_own_first_losses():
+    model = OnlineLearner(_NoCopy(), task="regression", scale_inputs=True, n_features=2, seed=0)
+    assert model._initial is None
+    g = torch.Generator().manual_seed(0)
+    X = torch.randn(40, 2, generator=g)
+    losses = [float(model.learn(X[i : i + 4], X[i : i + 4, 0])) for i in range(0, 32, 4)]
+    assert not model._monitor.warming_up
+    assert model._monitor._init_sum / model._monitor._init_rows == pytest.approx(
+        sum(losses) / len(losses), rel=1e-12
+    )

@@ -192,3 +192,25 @@ def test_cli_streams_step_records_to_the_run_directory_and_resume_continues_them
     frame = pd.read_csv(steps)
     assert list(frame["step"]) == list(range(50))  # 200 rows / 4, no step twice or missing
     assert list(frame["start"]) == [4 * s for s in range(50)]
+
+
+@pytest.mark.parametrize("action", ["raise", "skip"])
+def test_cli_divergence_stops_or_is_counted(tmp_path, capsys, action):
+    g = torch.Generator().manual_seed(0)
+    X = torch.randn(200, 2, generator=g) * 1e6
+    data = tmp_path / "big.csv"
+    data.write_text("a,b,y\n" + "\n".join(f"{a:.1f},{b:.1f},{int(a > 0)}"
+                                          for a, b in X.tolist()) + "\n")
+    argv = ["run", "--stream", str(data), "--model", "probit", "--no-scale-inputs",
+            "--explain", "none", "--no-progress", "--logdir", str(tmp_path / "logs"),
+            "--on-divergence", action]
+    if action == "raise":
+        with pytest.raises(SystemExit) as e:
+            main(argv)
+        assert e.value.code == 2
+        err = capsys.readouterr().err
+        assert "training diverged at row" in err and "scale the inputs" in err
+    else:
+        with pytest.warns(RuntimeWarning, match="the step was undone"):
+            assert main(argv) == 0
+        assert "divergent steps (skip): non-finite parameters" in capsys.readouterr().out

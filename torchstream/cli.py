@@ -64,6 +64,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--model", default="mlp",
                      help="a model spec name in models/ or a TOML path (default: %(default)s)")
     run.add_argument("--lr", type=float, help="override the spec's learning rate")
+    run.add_argument("--on-divergence", choices=["raise", "warn", "skip"], default="raise",
+                     help="when training diverges (a non-finite or exploding loss, non-finite "
+                          "parameters): stop with an error naming the row (default), warn and go "
+                          "on, or undo the step and go on")
     run.add_argument("--no-scale-inputs", action="store_true",
                      help="do not standardise inputs with running statistics")
     run.add_argument("--steps", type=int, help="number of batches (default: the whole stream)")
@@ -176,7 +180,7 @@ def _run(args: argparse.Namespace) -> int:
     check_output_path(logdir, "--logdir", directory=True)
     overrides: dict[str, Any] = {"device": args.device, "seed": args.seed,
                                  "scale_inputs": not args.no_scale_inputs,
-                                 "schema": stream.schema}
+                                 "schema": stream.schema, "on_divergence": args.on_divergence}
     if args.lr is not None:
         overrides["lr"] = args.lr
     torch.set_num_threads(args.threads)
@@ -216,6 +220,9 @@ def _run(args: argparse.Namespace) -> int:
     if args.checkpoint:  # the final state, also when periodic checkpoints were written
         result.checkpoint = runner.save(args.checkpoint)
     print(result.table())
+    if learner.divergences:  # on_divergence="warn" / "skip" went on: say how often
+        counts = ", ".join(f"{k} {v:,}" for k, v in sorted(learner.divergences.items()))
+        print(f"divergent steps ({args.on_divergence}): {counts}")
     for p in plugins:
         print(_importance_line(p))
     if stream.drift_positions:

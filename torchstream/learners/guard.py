@@ -24,9 +24,19 @@ from torchstream.learners.divergence import (
 )
 from torchstream.learners.scaling import RunningStandardizer
 
-__all__ = ["DivergenceGuard", "frozen_copy"]
+__all__ = ["DivergenceGuard", "frozen_copy", "read_scalars"]
 
 Snapshot = tuple[list[torch.Tensor], dict[Any, dict[str, Any]], list[Any]]
+
+
+def read_scalars(tensors: list[torch.Tensor], *, one_transfer: bool) -> list[float]:
+    """The values of 0-d tensors: stacked and read back in one transfer (one host sync, for
+    tensors on an accelerator), or read one by one (on the CPU, where a read costs no sync and
+    the stack would cost more than the reads)."""
+    if one_transfer:
+        dtype = tensors[0].dtype
+        return torch.stack([t.to(dtype) for t in tensors]).tolist()
+    return [t.item() for t in tensors]
 
 
 def frozen_copy(module: nn.Module) -> nn.Module | None:
@@ -78,10 +88,7 @@ class DivergenceGuard:
         tensors = [loss, *torch._foreach_norm(self._params, math.inf)]
         if initial_loss is not None:
             tensors.append(initial_loss)
-        if loss.is_cpu:
-            vals = [t.item() for t in tensors]
-        else:
-            vals = torch.stack([t.to(loss.dtype) for t in tensors]).tolist()
+        vals = read_scalars(tensors, one_transfer=not loss.is_cpu)
         monitor = self._monitor
         if initial_loss is not None:
             monitor.add_initial(vals.pop(), int(target.shape[0]))
@@ -160,14 +167,18 @@ class DivergenceGuard:
         fixes.append(f"lower the learning rate (lr={self.lr:g})")
         return f"training diverged at {where}: {what} [{kind}]. Fix: {' or '.join(fixes)}"
 
+    @torch.no_grad()
     def _snapshot(self) -> Snapshot:
-        """Parameters, optimiser state and scalers before a step (``on_divergence="skip"``)."""
+        """Parameters, optimiser state and scalers before a step (``on_divergence="skip"``),
+        the tensors copied with one fused clone each."""
         assert self.optimizer is not None
-        params = [p.detach().clone() for p in self._params]
-        state = {
-            p: {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in s.items()}
-            for p, s in self.optimizer.state.items()
-        }
+        params = torch._foreach_clone(self._params)
+        entries = [(p, k, v) for p, s in self.optimizer.state.items() for k, v in s.items()]
+        tensors = [v for _, _, v in entries if isinstance(v, torch.Tensor)]
+        copies = iter(torch._foreach_clone(tensors) if tensors else [])
+        state: dict[Any, dict[str, Any]] = {}
+        for p, k, v in entries:
+            state.setdefault(p, {})[k] = next(copies) if isinstance(v, torch.Tensor) else v
         scalers = [
             None if s is None else s.snapshot() for s in (self.input_scaler, self.target_scaler)
         ]
