@@ -6,7 +6,6 @@ from torchstream.learners import OnlineClassifier, OnlineLearner, OnlineRegresso
 from torchstream.schema import Feature, Schema
 from torchstream.streams import Stream
 
-
 __all__ = [
     "Evaluator",
     "Feature",

@@ -38,6 +38,7 @@ import torch
 __all__ = [
     "PICKLED",
     "CheckpointError",
+    "check_settings",
     "key_path",
     "load_checkpoint",
     "pickled_parts",
@@ -207,3 +208,32 @@ def load_checkpoint(path: str | os.PathLike[str], *, trusted: bool = False) -> d
             f"user's key ({key_path()}), so it was written elsewhere or changed; load it only "
             "if you trust its source (--trust-checkpoint / trusted=True)")
     return _walk(state, lambda blob, where: pickle.loads(blob))  # type: ignore[return-value]
+
+
+def _settled(value: object) -> object:
+    """``value`` with every list turned into a tuple, in nested dicts too (a stored setting may
+    come back as a list)."""
+    if isinstance(value, (list, tuple)):
+        return tuple(_settled(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _settled(v) for k, v in value.items()}
+    return value
+
+
+def check_settings(
+    state: Mapping[str, object], own: Mapping[str, object], owner: str, *, stored: str = "has"
+) -> None:
+    """Raise ``ValueError`` unless ``state`` stores every setting of ``own`` with the same value
+    (lists and tuples compare alike); the message names the first that differs:
+    ``state <stored> key=theirs, this <owner> has key=mine``.
+
+    >>> check_settings({"depth": 3, "hidden": [4]}, {"depth": 3, "hidden": (4,)}, "tree")
+    >>> check_settings({"depth": 2}, {"depth": 3}, "tree")
+    Traceback (most recent call last):
+    ...
+    ValueError: state has depth=2, this tree has depth=3
+    """
+    for key, mine in own.items():
+        theirs = state.get(key)
+        if _settled(theirs) != _settled(mine):
+            raise ValueError(f"state {stored} {key}={theirs!r}, this {owner} has {key}={mine!r}")

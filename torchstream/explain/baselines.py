@@ -66,6 +66,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from torchstream.checkpoint import check_settings
 from torchstream.explain.smoothing import ExponentialSmoother
 
 __all__ = [
@@ -225,11 +226,7 @@ class Baseline:
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        for key, value in self._config().items():
-            if state.get(key) != value:
-                raise ValueError(
-                    f"state has {key}={state.get(key)!r}, this baseline has {key}={value!r}"
-                )
+        check_settings(state, self._config(), "baseline")
         if state["n_features"] is not None and self.n_features is None:
             self.n_features = int(state["n_features"])
             self._on_width()

@@ -33,7 +33,7 @@ from torchstream.streams.csv_columns import (
     tokenize,
     tokenize_codes,
 )
-from torchstream.streams.csv_inference import CSVInference, ColumnReport
+from torchstream.streams.csv_inference import ColumnReport, CSVInference
 from torchstream.streams.csv_scan import (
     RecordMap,
     Source,

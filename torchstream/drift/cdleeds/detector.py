@@ -74,6 +74,7 @@ import numpy as np
 import torch
 from scipy.special import chdtrc
 
+from torchstream.checkpoint import check_settings
 from torchstream.drift.cdleeds.tree import Node, NodeTree
 
 __all__ = ["CDLEEDS", "LocalChange", "corrected_alpha", "fisher_combine"]
@@ -492,10 +493,7 @@ class CDLEEDS:
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        if dict(state["config"]) != self._config():
-            raise ValueError(
-                f"state has config {dict(state['config'])}, this CDLEEDS {self._config()}"
-            )
+        check_settings(state["config"], self._config(), "CDLEEDS", stored="has config")
         tree = state["tree"]
         if tree is None:
             self.tree = None

@@ -43,15 +43,16 @@ References
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal, Protocol, TypeVar
 
 import numpy as np
 
 from torchstream.evaluate.measures._common import as_int, to_numpy
 
 __all__ = [
+    "DetectionMeasure",
     "detected_change_rate",
     "detection_delays",
     "detection_measures",
@@ -188,56 +189,74 @@ def _in_window(s: _Setup) -> np.ndarray:
     return (d >= s.lo[:, None]) & (d < s.hi[:, None])
 
 
-def detected_change_rate(
-    known_drifts: Sequence[Drift],
-    detections: Sequence[int],
-    *,
-    window: int,
-    n_total: int,
-    convention: Convention = "closed",
-    n_init_tolerance: int = 0,
-) -> float:
+_T = TypeVar("_T", covariant=True)
+
+
+class DetectionMeasure(Protocol[_T]):
+    """The call shared by every detection measure (see the module docstring)."""
+
+    def __call__(
+        self,
+        known_drifts: Sequence[Drift],
+        detections: Sequence[int],
+        *,
+        window: int,
+        n_total: int,
+        convention: Convention = "closed",
+        n_init_tolerance: int = 0,
+    ) -> _T: ...
+
+
+def _measure(compute: Callable[[_Setup], _T]) -> DetectionMeasure[_T]:
+    """The public measure that checks its arguments into a :class:`_Setup` and applies
+    ``compute`` to it; it takes ``compute``'s name (without the leading ``_``) and docstring."""
+
+    def measure(
+        known_drifts: Sequence[Drift],
+        detections: Sequence[int],
+        *,
+        window: int,
+        n_total: int,
+        convention: Convention = "closed",
+        n_init_tolerance: int = 0,
+    ) -> _T:
+        return compute(
+            _setup(known_drifts, detections, window, n_total, convention, n_init_tolerance)
+        )
+
+    measure.__name__ = measure.__qualname__ = compute.__name__.lstrip("_")
+    measure.__doc__ = compute.__doc__
+    measure.__annotations__["return"] = compute.__annotations__["return"]
+    measure.__module__ = compute.__module__
+    return measure
+
+
+def _detected_change_rate(s: _Setup) -> float:
     """Share of known drifts with a detection inside their tolerance window (A.6 Eq. 4)."""
-    s = _setup(known_drifts, detections, window, n_total, convention, n_init_tolerance)
     return float(_in_window(s).any(1).mean())
 
 
-def missed_detection_rate(
-    known_drifts: Sequence[Drift],
-    detections: Sequence[int],
-    *,
-    window: int,
-    n_total: int,
-    convention: Convention = "closed",
-    n_init_tolerance: int = 0,
-) -> float:
+def _missed_detection_rate(s: _Setup) -> float:
     """``1 - DCR``: share of known drifts without a detection in their window."""
-    return 1.0 - detected_change_rate(
-        known_drifts,
-        detections,
-        window=window,
-        n_total=n_total,
-        convention=convention,
-        n_init_tolerance=n_init_tolerance,
-    )
+    return 1.0 - _detected_change_rate(s)
 
 
-def false_discovery_rate(
-    known_drifts: Sequence[Drift],
-    detections: Sequence[int],
-    *,
-    window: int,
-    n_total: int,
-    convention: Convention = "closed",
-    n_init_tolerance: int = 0,
-) -> float:
+def _false_discovery_rate(s: _Setup) -> float:
     """``1 - |TP| / |detections|`` (A.6 Eq. 5), TP = detections in the union of the windows;
     0 when there are no detections."""
-    s = _setup(known_drifts, detections, window, n_total, convention, n_init_tolerance)
     if s.detections.size == 0:
         return 0.0
     tp = _in_window(s).any(0).sum()
     return float(1.0 - tp / s.detections.size)
+
+
+def _delays(s: _Setup) -> list[int]:
+    nxt = np.append(s.starts[1:], s.n_total)
+    out = []
+    for a, b in zip(s.starts, nxt, strict=True):
+        hit = s.detections[(s.detections >= a) & (s.detections < b)]
+        out.append(int(hit[0] - a) if hit.size else int(b - a))
+    return out
 
 
 def detection_delays(
@@ -249,102 +268,51 @@ def detection_delays(
 ) -> list[int]:
     """Per known drift, the observations from its start to the first detection before the next
     drift's start (or ``n_total``); a drift without one gets that whole gap."""
-    s = _setup(known_drifts, detections, 1, n_total, "closed", n_init_tolerance)
-    nxt = np.append(s.starts[1:], s.n_total)
-    out = []
-    for a, b in zip(s.starts, nxt, strict=True):
-        hit = s.detections[(s.detections >= a) & (s.detections < b)]
-        out.append(int(hit[0] - a) if hit.size else int(b - a))
-    return out
+    return _delays(_setup(known_drifts, detections, 1, n_total, "closed", n_init_tolerance))
 
 
-def mean_detection_delay(
-    known_drifts: Sequence[Drift],
-    detections: Sequence[int],
-    *,
-    window: int,
-    n_total: int,
-    convention: Convention = "closed",
-    n_init_tolerance: int = 0,
-) -> float:
+def _mean_detection_delay(s: _Setup) -> float:
     """Mean of :func:`detection_delays` over the known drifts, in observations.
 
     The delay does not use the tolerance ``window`` (it only takes it for a common signature
     and checks it).
     """
-    _setup(known_drifts, detections, window, n_total, convention, n_init_tolerance)
-    return float(
-        np.mean(
-            detection_delays(
-                known_drifts, detections, n_total=n_total, n_init_tolerance=n_init_tolerance
-            )
-        )
-    )
+    return float(np.mean(_delays(s)))
 
 
-def mean_time_between_false_alarms(
-    known_drifts: Sequence[Drift],
-    detections: Sequence[int],
-    *,
-    window: int,
-    n_total: int,
-    convention: Convention = "closed",
-    n_init_tolerance: int = 0,
-) -> float:
+def _mean_time_between_false_alarms(s: _Setup) -> float:
     """Mean gap between consecutive false alarms (detections outside every window), in
     observations; ``n_total`` when there are fewer than two false alarms."""
-    s = _setup(known_drifts, detections, window, n_total, convention, n_init_tolerance)
     false = s.detections[~_in_window(s).any(0)]
     if false.size < 2:
         return float(s.n_total)
     return float(np.diff(false).mean())
 
 
-def mean_time_ratio(
-    known_drifts: Sequence[Drift],
-    detections: Sequence[int],
-    *,
-    window: int,
-    n_total: int,
-    convention: Convention = "closed",
-    n_init_tolerance: int = 0,
-) -> float:
+def _mean_time_ratio(s: _Setup) -> float:
     """``MTFA / MD * DCR`` (A.6 Eq. 6); ``inf`` when the mean delay is 0."""
-    kw: dict[str, Any] = {
-        "window": window,
-        "n_total": n_total,
-        "convention": convention,
-        "n_init_tolerance": n_init_tolerance,
-    }
-    args = (known_drifts, detections)
-    mtfa = mean_time_between_false_alarms(*args, **kw)
-    md = mean_detection_delay(*args, **kw)
-    dcr = detected_change_rate(*args, **kw)
-    return float("inf") if md == 0 else mtfa / md * dcr
+    md = _mean_detection_delay(s)
+    if md == 0:
+        return float("inf")
+    return _mean_time_between_false_alarms(s) / md * _detected_change_rate(s)
 
 
-def detection_measures(
-    known_drifts: Sequence[Drift],
-    detections: Sequence[int],
-    *,
-    window: int,
-    n_total: int,
-    convention: Convention = "closed",
-    n_init_tolerance: int = 0,
-) -> dict[str, float]:
+def _detection_measures(s: _Setup) -> dict[str, float]:
     """All six measures, reported together (each alone can be gamed), by name."""
-    kw: dict[str, Any] = {
-        "window": window,
-        "n_total": n_total,
-        "convention": convention,
-        "n_init_tolerance": n_init_tolerance,
-    }
-    args = (known_drifts, detections)
     return {
-        "detected_change_rate": detected_change_rate(*args, **kw),
-        "missed_detection_rate": missed_detection_rate(*args, **kw),
-        "false_discovery_rate": false_discovery_rate(*args, **kw),
-        "mean_detection_delay": mean_detection_delay(*args, **kw),
-        "mean_time_between_false_alarms": mean_time_between_false_alarms(*args, **kw),
-        "mean_time_ratio": mean_time_ratio(*args, **kw),
+        "detected_change_rate": _detected_change_rate(s),
+        "missed_detection_rate": _missed_detection_rate(s),
+        "false_discovery_rate": _false_discovery_rate(s),
+        "mean_detection_delay": _mean_detection_delay(s),
+        "mean_time_between_false_alarms": _mean_time_between_false_alarms(s),
+        "mean_time_ratio": _mean_time_ratio(s),
     }
+
+
+detected_change_rate = _measure(_detected_change_rate)
+missed_detection_rate = _measure(_missed_detection_rate)
+false_discovery_rate = _measure(_false_discovery_rate)
+mean_detection_delay = _measure(_mean_detection_delay)
+mean_time_between_false_alarms = _measure(_mean_time_between_false_alarms)
+mean_time_ratio = _measure(_mean_time_ratio)
+detection_measures = _measure(_detection_measures)

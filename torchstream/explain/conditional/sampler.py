@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from torchstream.checkpoint import check_settings
 from torchstream.explain.conditional._trees import TreeBank
 from torchstream.explain.storage import GeometricReservoir
 
@@ -426,11 +427,7 @@ class ConditionalTreeSampler:
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        for key, value in self._config().items():
-            if state.get(key) != value:
-                raise ValueError(
-                    f"state has {key}={state.get(key)!r}, this sampler has {key}={value!r}"
-                )
+        check_settings(state, self._config(), "sampler")
         self.trees.load_state_dict(state["trees"])
         self.res_values = torch.as_tensor(state["res_values"]).to(self.device, F64).clone()
         self.res_len = torch.as_tensor(state["res_len"]).to(self.device, torch.long).clone()

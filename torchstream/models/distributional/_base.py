@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import torch
 from torch import Tensor
 
+from torchstream.checkpoint import check_settings
 from torchstream.models._common import check_input, check_int
 
 if TYPE_CHECKING:
@@ -180,36 +181,32 @@ class GaussianHead:
     """Shared state and update rule: named weight groups, each a pair of tensors ``mu``,
     ``sigma`` of the same shape, updated by clamped SGD ascent.
 
-    Subclasses call :meth:`_init_groups` with the group shapes, implement
+    Subclasses pass their constructor arguments (``locals()``) to ``__init__``, call
+    :meth:`_init_groups` with the group shapes, implement
     :meth:`_gradients` (batch-mean gradients of the objective for every group) and
     :meth:`feature_stats`, and list their hyperparameters in :meth:`_config`.
     """
 
     n_features: int
 
-    def __init__(
-        self,
-        n_features: int,
-        *,
-        lr_mu: float,
-        lr_sigma: float,
-        epochs: int,
-        sigma_min: float,
-        mu_init: float,
-        sigma_init: float,
-        dtype: torch.dtype,
-        device: torch.device | str | None,
-    ) -> None:
-        self.n_features = check_int(n_features, "n_features")
-        self.lr_mu = check_positive(lr_mu, "lr_mu")
-        self.lr_sigma = check_positive(lr_sigma, "lr_sigma")
-        self.epochs = check_int(epochs, "epochs")
-        self.sigma_min = check_positive(sigma_min, "sigma_min")
-        self.mu_init = check_finite_float(mu_init, "mu_init")
-        self.sigma_init = check_positive(sigma_init, "sigma_init")
+    def __init__(self, settings: Mapping[str, Any]) -> None:
+        """``settings``: the concrete head's constructor arguments by name (its ``locals()``);
+        read here are ``n_features``, ``lr_mu``, ``lr_sigma``, ``epochs``, ``sigma_min``,
+        ``mu_init``, ``sigma_init``, ``dtype`` and ``device``."""
+        self.n_features = check_int(settings["n_features"], "n_features")
+        self.lr_mu = check_positive(settings["lr_mu"], "lr_mu")
+        self.lr_sigma = check_positive(settings["lr_sigma"], "lr_sigma")
+        self.epochs = check_int(settings["epochs"], "epochs")
+        self.sigma_min = check_positive(settings["sigma_min"], "sigma_min")
+        self.mu_init = check_finite_float(settings["mu_init"], "mu_init")
+        self.sigma_init = check_positive(settings["sigma_init"], "sigma_init")
         if self.sigma_init < self.sigma_min:
-            raise ValueError(f"sigma_init={sigma_init!r} is below sigma_min={sigma_min!r}")
-        self.dtype = check_dtype(dtype)
+            raise ValueError(
+                f"sigma_init={settings['sigma_init']!r} is below "
+                f"sigma_min={settings['sigma_min']!r}"
+            )
+        self.dtype = check_dtype(settings["dtype"])
+        device = settings["device"]
         self.device = torch.device("cpu" if device is None else device)
         self.n_steps = 0
         self._mu: dict[str, Tensor] = {}
@@ -294,15 +291,7 @@ class GaussianHead:
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore a :meth:`state_dict`; the configuration must match this head's."""
-        mine = self._config()
-        for key, value in mine.items():
-            theirs = state.get(key)
-            if key == "shapes" and theirs is not None:
-                theirs = {k: tuple(v) for k, v in theirs.items()}
-            if theirs != value:
-                raise ValueError(
-                    f"state is for {key}={theirs!r}, this {type(self).__name__} has {key}={value!r}"
-                )
+        check_settings(state, self._config(), type(self).__name__, stored="is for")
         for key in self._hyper():
             setattr(self, key, state[key])
         kw = {"dtype": self.dtype, "device": self.device}

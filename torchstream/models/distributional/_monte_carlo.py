@@ -53,43 +53,19 @@ class MonteCarloHead(GaussianHead):
     * ``"gaussian"``: one output ``f``, ``y ~ N(f, noise_std**2)`` (real targets).
     """
 
-    def __init__(
-        self,
-        n_features: int,
-        *,
-        likelihood: Likelihood,
-        n_classes: int,
-        noise_std: float,
-        n_samples: int,
-        seed: int | None,
-        lr_mu: float,
-        lr_sigma: float,
-        epochs: int,
-        sigma_min: float,
-        mu_init: float,
-        sigma_init: float,
-        dtype: torch.dtype,
-        device: torch.device | str | None,
-    ) -> None:
-        super().__init__(
-            n_features,
-            lr_mu=lr_mu,
-            lr_sigma=lr_sigma,
-            epochs=epochs,
-            sigma_min=sigma_min,
-            mu_init=mu_init,
-            sigma_init=sigma_init,
-            dtype=dtype,
-            device=device,
-        )
+    def __init__(self, settings: Mapping[str, Any]) -> None:
+        """``settings`` as for :class:`GaussianHead`, plus ``likelihood``, ``n_classes``,
+        ``noise_std``, ``n_samples`` and ``seed``."""
+        super().__init__(settings)
+        likelihood = settings["likelihood"]
         if likelihood not in LIKELIHOODS:
             known = ", ".join(repr(k) for k in LIKELIHOODS)
             raise ValueError(f"likelihood must be one of {known}, got {likelihood!r}")
         self.likelihood: str = likelihood
-        self.n_classes = check_int(n_classes, "n_classes", minimum=2)
-        self.noise_std = check_positive(noise_std, "noise_std")
-        self.n_samples = check_int(n_samples, "n_samples")
-        self.seed, self.generator = make_generator(seed, self.device)
+        self.n_classes = check_int(settings["n_classes"], "n_classes", minimum=2)
+        self.noise_std = check_positive(settings["noise_std"], "noise_std")
+        self.n_samples = check_int(settings["n_samples"], "n_samples")
+        self.seed, self.generator = make_generator(settings["seed"], self.device)
 
     @property
     def n_outputs(self) -> int:

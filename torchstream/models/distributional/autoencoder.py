@@ -110,22 +110,7 @@ class AutoencoderHead(MonteCarloHead):
         dtype: torch.dtype = torch.float32,
         device: torch.device | str | None = None,
     ) -> None:
-        super().__init__(
-            n_features,
-            likelihood="gaussian",
-            n_classes=2,
-            noise_std=noise_std,
-            n_samples=n_samples,
-            seed=seed,
-            lr_mu=lr_mu,
-            lr_sigma=lr_sigma,
-            epochs=epochs,
-            sigma_min=sigma_min,
-            mu_init=mu_init,
-            sigma_init=sigma_init,
-            dtype=dtype,
-            device=device,
-        )
+        super().__init__({**locals(), "likelihood": "gaussian", "n_classes": 2})
         self.latent = check_int(latent, "latent")
         self.hidden = check_hidden(hidden)
         if feature_layer not in ("path", "encoder", "decoder"):
@@ -199,6 +184,3 @@ class AutoencoderHead(MonteCarloHead):
             "hidden": self.hidden,
             "feature_layer": self.feature_layer,
         }
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        super().load_state_dict({**state, "hidden": tuple(state.get("hidden", ()))})

@@ -134,22 +134,7 @@ class MLPHead(MonteCarloHead):
         dtype: torch.dtype = torch.float32,
         device: torch.device | str | None = None,
     ) -> None:
-        super().__init__(
-            n_features,
-            likelihood=likelihood,
-            n_classes=n_classes,
-            noise_std=noise_std,
-            n_samples=n_samples,
-            seed=seed,
-            lr_mu=lr_mu,
-            lr_sigma=lr_sigma,
-            epochs=epochs,
-            sigma_min=sigma_min,
-            mu_init=mu_init,
-            sigma_init=sigma_init,
-            dtype=dtype,
-            device=device,
-        )
+        super().__init__(locals())
         self.hidden = check_hidden(hidden)
         if aggregation not in ("paper", "abs_first_layer"):
             raise ValueError(
@@ -180,7 +165,3 @@ class MLPHead(MonteCarloHead):
 
     def _config(self) -> dict[str, Any]:
         return {**super()._config(), "hidden": self.hidden, "aggregation": self.aggregation}
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        state = {**state, "hidden": tuple(state.get("hidden", ()))}
-        super().load_state_dict(state)

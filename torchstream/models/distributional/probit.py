@@ -122,17 +122,7 @@ class ProbitHead(GaussianHead):
         dtype: torch.dtype = torch.float64,
         device: torch.device | str | None = None,
     ) -> None:
-        super().__init__(
-            n_features,
-            lr_mu=lr_mu,
-            lr_sigma=lr_sigma,
-            epochs=epochs,
-            sigma_min=sigma_min,
-            mu_init=mu_init,
-            sigma_init=sigma_init,
-            dtype=dtype,
-            device=device,
-        )
+        super().__init__(locals())
         self._init_groups({"weight": (self.n_features,)})
 
     @property

@@ -118,22 +118,7 @@ class SoftTreeHead(MonteCarloHead):
         dtype: torch.dtype = torch.float32,
         device: torch.device | str | None = None,
     ) -> None:
-        super().__init__(
-            n_features,
-            likelihood=likelihood,
-            n_classes=n_classes,
-            noise_std=noise_std,
-            n_samples=n_samples,
-            seed=seed,
-            lr_mu=lr_mu,
-            lr_sigma=lr_sigma,
-            epochs=epochs,
-            sigma_min=sigma_min,
-            mu_init=mu_init,
-            sigma_init=sigma_init,
-            dtype=dtype,
-            device=device,
-        )
+        super().__init__(locals())
         self.depth = check_int(depth, "depth")
         self.penalty = check_finite_float(penalty, "penalty")
         if self.penalty < 0:
