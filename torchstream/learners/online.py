@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import copy
+import inspect
 import math
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 import torch
+from river import base as river_base
 from torch import nn
 
 from torchstream.learners.divergence import (
@@ -28,6 +31,7 @@ from torchstream.learners.training import (
     optimizer_step,
     training_loss,
 )
+from torchstream.models.mlp import MLP
 from torchstream.schema import Schema, match_key
 
 __all__ = [
@@ -42,6 +46,56 @@ ModuleFactory = Callable[[int, int], nn.Module]
 Task = Literal["classification", "regression"]
 
 
+# river's `check_estimator` checks this learner does not pass, and why (read by
+# `_unit_test_skips`).
+RIVER_CHECK_SKIPS: dict[str, str] = {
+    "check_emerging_features": (
+        "the network's input width is fixed by the schema: a row missing a feature, or with a "
+        "feature the schema lacks, is an error naming the row and the features (never imputed "
+        "or dropped)"
+    ),
+    "check_disappearing_features": "as check_emerging_features: a missing feature is an error",
+    "check_radically_disappearing_features": (
+        "as check_emerging_features: a missing feature is an error"
+    ),
+    "check_shuffle_features_no_impact": (
+        "an inferred schema takes its column order from the first row, so two learners that "
+        "first see differently ordered rows wire the features to different input units; pass "
+        "schema=... for an order-free learner"
+    ),
+    "check_learn_many_matches_learn_one": (
+        "the check changes the feature set between batches (an error, as above), and "
+        "learn_many takes one optimiser step on the batch's mean loss where learn_one takes one "
+        "per row: different trajectories by design"
+    ),
+}
+
+
+class _SpecFactory:
+    """The module factory of :meth:`OnlineLearner.from_spec` (a class, so learners pickle).
+    A ``probit`` spec on a binary classification task gets one output unit."""
+
+    def __init__(self, spec: Any, task: Task) -> None:
+        self.spec = spec
+        self.task = task
+
+    def __call__(self, n_features: int, n_outputs: int) -> nn.Module:
+        one_unit = self.spec.type == "probit" and self.task == "classification"
+        k = 1 if one_unit and n_outputs <= 2 else n_outputs
+        return self.spec.build(n_features, k, task=self.task)
+
+
+class _InitSignature:
+    """``inspect.signature(cls)`` reports ``__init__`` rather than the dispatching ``__new__``
+    (river reads the constructor's parameters from it). Instances have no ``__signature__``."""
+
+    def __get__(self, obj: object, cls: type) -> inspect.Signature:
+        if obj is not None:
+            raise AttributeError("__signature__")
+        sig = inspect.signature(cls.__init__)
+        return sig.replace(parameters=list(sig.parameters.values())[1:])
+
+
 def resolve_device(device: str | torch.device | None) -> torch.device:
     """``"auto"`` (or ``None``) picks CUDA when present, else the CPU."""
     if device is None or device == "auto":
@@ -49,7 +103,7 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
     return torch.device(device)
 
 
-class OnlineLearner(RiverAPI, DivergenceGuard):
+class OnlineLearner(RiverAPI, DivergenceGuard, river_base.Estimator):
     """A torch module trained online, one batch (or one row) at a time.
 
     ``OnlineLearner(..., task="classification")`` builds an :class:`OnlineClassifier` and
@@ -86,7 +140,8 @@ class OnlineLearner(RiverAPI, DivergenceGuard):
         Regression only: learn on standardised targets and predict in the original unit
         (default ``True`` for regression).
     device, dtype
-        Where the module lives (``"auto"``: CUDA when present) and its float type.
+        Where the module lives (``"auto"``: CUDA when present) and its float type
+        (``None``: ``torch.float32``).
     seed
         Seeds the module's initialisation.
     on_divergence
@@ -99,13 +154,19 @@ class OnlineLearner(RiverAPI, DivergenceGuard):
         warn once per kind. ``divergences`` counts the divergent steps by kind.
     divergence_factor
         The explosion rule's factor (``inf`` turns that rule off; the non-finite checks stay).
+
+    The constructor's arguments are kept as given (``_get_params``); ``clone()`` builds an
+    untrained learner from them (a module passed as an instance is copied at construction, so
+    a clone starts from its untrained weights). ``copy.deepcopy`` and ``pickle`` keep the
+    trained state (the module factory must then be picklable: a class or a module-level
+    function).
     """
 
     task: Task = "classification"
     # river reads these flags on its estimators
     _supervised = True
     _multiclass = True
-    _raw_memory_usage = 0
+    __signature__ = _InitSignature()
 
     def __new__(cls, *args: Any, **kwargs: Any) -> OnlineLearner:
         target = cls
@@ -134,11 +195,21 @@ class OnlineLearner(RiverAPI, DivergenceGuard):
         scale_inputs: bool = False,
         scale_targets: bool | None = None,
         device: str | torch.device | None = "cpu",
-        dtype: torch.dtype = torch.float32,
+        dtype: torch.dtype | None = None,
         seed: int | None = 0,
         on_divergence: OnDivergence = "raise",
         divergence_factor: float = 1e4,
     ) -> None:
+        self._init_params: dict[str, Any] = {
+            "module": _pristine(module),
+            "task": task, "loss": loss, "optimizer": optimizer, "lr": lr,
+            "optimizer_kwargs": optimizer_kwargs, "classes": classes, "schema": schema,
+            "n_features": n_features, "scale_inputs": scale_inputs,
+            "scale_targets": scale_targets, "device": device, "dtype": dtype, "seed": seed,
+            "on_divergence": on_divergence, "divergence_factor": divergence_factor,
+        }  # fmt: skip
+        if dtype is None:
+            dtype = torch.float32
         if task is not None and task != self.task:
             raise ValueError(f"{type(self).__name__} has task {self.task!r}, got task={task!r}")
         if isinstance(optimizer, str) and optimizer not in OPTIMIZERS:
@@ -214,14 +285,28 @@ class OnlineLearner(RiverAPI, DivergenceGuard):
             kwargs["optimizer_kwargs"] = opts
         kwargs.update(overrides)
         kwargs["task"] = task
-        one_unit = spec.type == "probit" and task == "classification"
+        return cls(_SpecFactory(spec, task), **kwargs)
 
-        def factory(n_features: int, n_outputs: int) -> nn.Module:
-            k = 1 if one_unit and n_outputs <= 2 else n_outputs
-            return spec.build(n_features, k, task=task)
+    # ------------------------------------------------------------------ river estimator
+    def _get_params(self) -> dict[str, Any]:
+        """The constructor's arguments, as given."""
+        return dict(self._init_params)
 
-        factory.spec = spec  # type: ignore[attr-defined]
-        return cls(factory, **kwargs)
+    @classmethod
+    def _unit_test_params(cls) -> Iterator[dict[str, Any]]:
+        yield {"module": MLP}
+
+    def _unit_test_skips(self) -> set[str]:
+        return set(RIVER_CHECK_SKIPS)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickle / deepcopy state, without the per-step caches (an autograd graph, gradient
+        buffers that a copy would no longer share with its parameters)."""
+        state = self.__dict__.copy()
+        state["_last_forward"] = state["_last_encoded"] = None
+        if "_grads" in state:
+            state["_grads"] = None
+        return state
 
     # ------------------------------------------------------------------ construction
     def _n_outputs_wanted(self) -> int:
@@ -475,6 +560,18 @@ class OnlineLearner(RiverAPI, DivergenceGuard):
             f"{type(self).__name__}({mod}, optimizer={self.optimizer_name!r}, lr={self.lr}, "
             f"device={str(self.device)!r}, n_samples_seen={self.n_samples_seen})"
         )
+
+
+def _pristine(module: nn.Module | ModuleFactory) -> nn.Module | ModuleFactory:
+    """A module instance as constructed (a copy: the learner trains the instance in place), so
+    that ``clone()`` starts untrained. A module that refuses ``deepcopy`` is kept as is, and
+    ``clone()`` then raises that module's own error rather than sharing trained weights."""
+    if not isinstance(module, nn.Module):
+        return module
+    try:
+        return copy.deepcopy(module)
+    except Exception:  # noqa: BLE001 - whatever a custom module raises
+        return module
 
 
 def _output_width(module_state: Mapping[str, torch.Tensor]) -> int | None:

@@ -119,17 +119,20 @@ def _binary_ce(link: str) -> TrainLoss:
     return loss
 
 
-def _regression(fn: Callable[..., torch.Tensor]) -> TrainLoss:
-    def loss(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        return fn(out.reshape(-1), y.reshape(-1).to(out.dtype), reduction="none")
+class _RegressionLoss:
+    """A per-sample regression loss on flattened outputs (a class, so learners pickle)."""
 
-    return loss
+    def __init__(self, fn: Callable[..., torch.Tensor]) -> None:
+        self.fn = fn
+
+    def __call__(self, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return self.fn(out.reshape(-1), y.reshape(-1).to(out.dtype), reduction="none")
 
 
 _REGRESSION_LOSSES = {
-    "mse": _regression(F.mse_loss),
-    "absolute": _regression(F.l1_loss),
-    "huber": _regression(F.huber_loss),
+    "mse": _RegressionLoss(F.mse_loss),
+    "absolute": _RegressionLoss(F.l1_loss),
+    "huber": _RegressionLoss(F.huber_loss),
 }
 
 
