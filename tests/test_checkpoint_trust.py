@@ -81,16 +81,23 @@ def test_foreign_pickled_part_is_refused_and_runs_nothing(tmp_path):
     with pytest.raises(CheckpointError, match=r"pickled objects \(/model\) and was not signed"):
         load_checkpoint(path)
     assert not marker.exists()
-    # the user may say they trust it: then (and only then) the part is unpickled
-    load_checkpoint(path, trusted=True)
-    assert marker.exists()
+
+
+def test_foreign_pickled_part_loads_only_when_trusted(tmp_path):
+    detector = drift.ADWIN()
+    path = tmp_path / "foreign.pt"
+    blob = pickle.dumps(detector)
+    path.write_bytes(_signed_elsewhere(_payload({"detector": {PICKLED: blob}})))
+    with pytest.raises(CheckpointError, match="trust"):
+        load_checkpoint(path)
+    assert isinstance(load_checkpoint(path, trusted=True)["detector"], drift.ADWIN)
 
 
 @pytest.mark.parametrize("kind", ["plain_torch_save", "object_payload", "tampered"])
 def test_crafted_files_are_refused_and_run_nothing(tmp_path, kind):
     marker = tmp_path / "marker"
     path = tmp_path / "evil.pt"
-    if kind == "plain_torch_save":  # what torch.load(weights_only=False) would have executed
+    if kind == "plain_torch_save":  # the format of the former checkpoints: a bare pickle
         torch.save({"state": _Marker(marker)}, path)
     elif kind == "object_payload":  # a correct header, an object that weights-only refuses
         path.write_bytes(_signed_elsewhere(_payload({"state": _Marker(marker)})))

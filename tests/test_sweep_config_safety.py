@@ -5,6 +5,7 @@ refused wherever they are written."""
 from __future__ import annotations
 
 import importlib
+import pickle
 import sys
 import types
 
@@ -70,9 +71,11 @@ def test_injected_resume_is_refused_and_the_checkpoint_never_loaded(tmp_path):
         assert str(err.value).startswith("error: ") and "\n" not in str(err.value)
         assert not marker.exists(), body
         assert not out.exists(), body
-    # the crafted file is hostile indeed: unpickling it creates the marker
-    torch.load(evil, weights_only=False)
-    assert marker.exists()
+    # the crafted file is hostile indeed: it holds a Python object that a weights-only load
+    # refuses (it is never unpickled here)
+    with pytest.raises(pickle.UnpicklingError, match="GLOBAL io.open"):  # the call it would make
+        torch.load(evil, weights_only=True)
+    assert not marker.exists()
 
 
 @pytest.mark.parametrize("body, message", [

@@ -201,12 +201,15 @@ def load_checkpoint(path: str | os.PathLike[str], *, trusted: bool = False) -> d
     if not isinstance(state, dict):
         raise CheckpointError(f"checkpoint {path} does not hold a state dict")
     parts = pickled_parts(state)
-    if parts and not (signed or trusted):
+    if not parts:
+        return state
+    if not (signed or trusted):
         shown = ", ".join(parts[:3]) + (f" and {len(parts) - 3} more" if len(parts) > 3 else "")
         raise CheckpointError(
             f"checkpoint {path} holds pickled objects ({shown}) and was not signed with this "
             f"user's key ({key_path()}), so it was written elsewhere or changed; load it only "
             "if you trust its source (--trust-checkpoint / trusted=True)")
+    # only here is anything unpickled: parts of a file this user signed, or said to trust
     return _walk(state, lambda blob, where: pickle.loads(blob))  # type: ignore[return-value]
 
 
