@@ -26,7 +26,8 @@ import torch
 
 from torchstream.streams.base import Stream
 
-__all__ = ["FINGERPRINT_ROWS", "differences", "file_identity", "settings", "stream_identity"]
+__all__ = ["FINGERPRINT_ROWS", "differences", "file_identity", "plain_config", "settings",
+           "stream_identity"]
 
 FINGERPRINT_ROWS = 256
 #: Attributes that are state a checkpoint restores, not settings: counters of what an object
@@ -64,7 +65,11 @@ def stream_identity(stream: Stream) -> dict[str, object]:
     }
 
 
+_SKIP = object()  # a value that is not a setting (an object, a long list)
+
+
 def _plain(value: object) -> object:
+    """A setting as a plain value that compares by meaning; :data:`_SKIP` when it is none."""
     if value is None or isinstance(value, (bool, int, str)):
         return value
     if isinstance(value, float):
@@ -75,7 +80,15 @@ def _plain(value: object) -> object:
     return _SKIP
 
 
-_SKIP = object()
+def plain_config(value: object) -> object:
+    """A caller's config with every leaf a plain value (``repr`` for anything else)."""
+    if isinstance(value, Mapping):
+        return {str(k): plain_config(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain_config(v) for v in value]
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    return repr(value)
 
 
 def settings(obj: object) -> dict[str, object]:

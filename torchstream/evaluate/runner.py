@@ -38,7 +38,7 @@ import torch
 from torchstream._version import __version__
 from torchstream.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from torchstream.evaluate.delay import LabelDelay
-from torchstream.evaluate.identity import differences, settings, stream_identity
+from torchstream.evaluate.identity import differences, plain_config, settings, stream_identity
 from torchstream.evaluate.metrics import Metric, default_metrics
 from torchstream.evaluate.plugins import Batch, plugin_name
 from torchstream.evaluate.records import DEFAULT_MAX_RECORDS, RecordFile, StepRecords
@@ -670,7 +670,7 @@ class Evaluator:
         if self._stream_identity is None:
             self._stream_identity = stream_identity(self.stream)
         return {"torchstream": __version__, "stream": self._stream_identity, **self._settings,
-                "config": _plain_config(self.config)}
+                "config": plain_config(self.config)}
 
     def save(self, path: str | os.PathLike[str]) -> str:
         """Write :meth:`state_dict` and :meth:`identity` as a signed checkpoint (atomically;
@@ -713,17 +713,6 @@ class Evaluator:
         self.records.close()
         for sink in self.sinks:
             sink.close()
-
-
-def _plain_config(value: object) -> object:
-    """The user's config with every leaf a plain value (strings for anything else)."""
-    if isinstance(value, Mapping):
-        return {str(k): _plain_config(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain_config(v) for v in value]
-    if value is None or isinstance(value, (bool, int, str)):
-        return value
-    return repr(value)
 
 
 def _n_parameters(learner: Any) -> int | None:
