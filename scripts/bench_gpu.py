@@ -1,73 +1,162 @@
 """CPU against CUDA in one run: explainers, FIRES / ERICS heads and training, with the ratios.
 
-    python scripts/bench_gpu.py [--repeats 3] [--steps 50]
+    python scripts/bench_gpu.py [--repeats 3] [--steps 20] [--compile] [--json out.json]
 
-Every workload runs the same seeded computation on each device (CPU with one torch thread;
-CUDA timed with synchronisation); the table gives the median milliseconds per step and the CPU /
-CUDA ratio. Without a CUDA device only the CPU column is measured, and the script says so.
+Workloads (seeded; the same computation on each device):
+
+* iPFI, iSAGE (joint marginal imputation) and iPDP explaining a 100-128-128-10 MLP classifier,
+  d = 100, K = 10 classes, B = 256 rows per step;
+* ``floor``: the bare model calls of each explainer step, i.e. one forward pass over exactly as
+  many rows as the explainer hands to its model in one step (counted, not assumed), so
+  ``explainer / floor`` is the explainer's overhead over its model evaluations;
+* online training of the same MLP at B = 256 (prediction + one optimiser step, the learner's
+  divergence check included);
+* FIRES + ERICS on a Probit head and on an MLP head (100-100-100, 5 Monte Carlo draws,
+  ``sigma_init = 0.01``) at d = 1,000 and d = 10,000, B = 100.
+
+With ``--compile`` the explainers' and the learner's model is also run through
+``torch.compile`` (rows marked ``compiled``; CUDA only, the compile time is excluded and
+reported).
+
+CPU timings use one torch thread (``--cpu-threads``), CUDA timings synchronise before reading the clock; the table
+gives the median milliseconds per step over ``--repeats`` runs of ``--steps`` steps, and the
+CPU / CUDA ratio. On CUDA every workload is also run once under
+``torch.cuda.set_sync_debug_mode("warn")``: ``syncs`` is the number of host-device
+synchronisations in one step, and ``--json`` lists where in the package each one happens.
+Without a CUDA device only the CPU column is measured, and the script says so.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
+import sys
 import time
+import traceback
+import warnings
+from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 
 from torchstream.drift import ERICS
-from torchstream.explain import IncrementalPFI, IncrementalSAGE
+from torchstream.explain import IncrementalPDP, IncrementalPFI, IncrementalSAGE
 from torchstream.learners import OnlineLearner
 from torchstream.models import MLP, MLPHead, ProbitHead
 from torchstream.select import FIRES
 
-Workload = Callable[[torch.device], Callable[[], None]]
+Step = Callable[[], None]
 
 
-def explainer(kind: str, d: int = 100, k: int = 10, batch: int = 256) -> Workload:
-    def setup(device: torch.device) -> Callable[[], None]:
-        g = torch.Generator().manual_seed(0)
-        model = MLP(d, k, hidden=(128, 128)).to(device).eval()
+@dataclass
+class Setup:
+    """A workload prepared on one device: its step, and the rows its model saw in one step."""
+
+    step: Step
+    model_rows: int = 0
+    notes: dict[str, float] = field(default_factory=dict)
+
+
+Workload = Callable[[torch.device, bool], Setup]
+
+
+def _mlp(d: int, k: int, device: torch.device, width: int = 128) -> torch.nn.Module:
+    torch.manual_seed(0)
+    hidden = (width, width) if width == 128 else (width, width, width)
+    return MLP(d, k, hidden=hidden).to(device).eval()
+
+
+def _compiled(model: torch.nn.Module, compile_: bool, notes: dict[str, float]) -> torch.nn.Module:
+    if not compile_:
+        return model
+    t0 = time.perf_counter()
+    compiled = torch.compile(model, dynamic=False)
+    notes["compile_s"] = time.perf_counter() - t0  # lazy: the first calls compile, see warm-up
+    return compiled  # type: ignore[return-value]
+
+
+def _batch(d: int, k: int, batch: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(0)
+    X = torch.randn(batch, d, generator=g).to(device)
+    y = torch.randint(k, (batch,), generator=g).to(device)
+    return X, y
+
+
+def explainer(kind: str, d: int = 100, k: int = 10, batch: int = 256, width: int = 128
+              ) -> Workload:
+    def setup(device: torch.device, compile_: bool) -> Setup:
+        notes: dict[str, float] = {}
+        model = _compiled(_mlp(d, k, device, width), compile_, notes)
+        seen = [0]
 
         def model_fn(Z: torch.Tensor) -> torch.Tensor:
+            seen[0] += Z.shape[0]
             return torch.softmax(model(Z), dim=1)
 
-        cls = IncrementalPFI if kind == "ipfi" else IncrementalSAGE
-        exp = cls(model_fn, "cross_entropy", d, alpha=0.01, storage_size=1000, seed=0)
-        X = torch.randn(batch, d, generator=g).to(device)
-        y = torch.randint(k, (batch,), generator=g).to(device)
-        exp.explain(X, y)  # fill the storage
+        X, y = _batch(d, k, batch, device)
+        if kind == "ipdp":
+            pdp = IncrementalPDP(lambda Z: model_fn(Z)[:, 0], 0, alpha=0.01, grid_size=20,
+                                 n_ice=20, seed=0)
+            run: Step = lambda: pdp.explain(X)  # noqa: E731
+        else:
+            cls = IncrementalPFI if kind == "ipfi" else IncrementalSAGE
+            exp = cls(model_fn, "cross_entropy", d, alpha=0.01, storage_size=1000, seed=0)
+            run = lambda: exp.explain(X, y)  # noqa: E731
+        run()  # fill the storage
+        seen[0] = 0
+        run()
+        return Setup(run, seen[0], notes)
+    return setup
 
+
+def floor(kind: str, d: int = 100, k: int = 10, batch: int = 256, width: int = 128
+          ) -> Workload:
+    """The bare model calls of one ``kind`` step: one forward pass over as many rows."""
+    def setup(device: torch.device, compile_: bool) -> Setup:
+        rows = explainer(kind, d, k, batch, width)(device, False).model_rows
+        notes: dict[str, float] = {}
+        model = _compiled(_mlp(d, k, device, width), compile_, notes)
+        Z = torch.randn(rows, d, generator=torch.Generator().manual_seed(1)).to(device)
+
+        @torch.no_grad()
         def step() -> None:
-            exp.explain(X, y)
-        return step
+            torch.softmax(model(Z), dim=1)
+        return Setup(step, rows, notes)
     return setup
 
 
 def training(d: int = 100, k: int = 10, batch: int = 256) -> Workload:
-    def setup(device: torch.device) -> Callable[[], None]:
-        g = torch.Generator().manual_seed(0)
-        learner = OnlineLearner(lambda n, c: MLP(n, c, hidden=(128, 128)), lr=1e-3,
-                                device=str(device), seed=0, classes=list(range(k)))
-        X = torch.randn(batch, d, generator=g).to(device)
-        y = torch.randint(k, (batch,), generator=g).to(device)
+    def setup(device: torch.device, compile_: bool) -> Setup:
+        notes: dict[str, float] = {}
+
+        def factory(n: int, c: int) -> torch.nn.Module:
+            torch.manual_seed(0)
+            return _compiled(MLP(n, c, hidden=(128, 128)), compile_, notes)
+
+        learner = OnlineLearner(factory, lr=1e-3, device=str(device), seed=0,
+                                classes=list(range(k)))
+        X, y = _batch(d, k, batch, device)
 
         def step() -> None:
             learner(X)
             learner.learn(X, y)
-        return step
+        return Setup(step, batch, notes)
     return setup
 
 
 def fires_erics(head: str, d: int, batch: int = 100) -> Workload:
-    def setup(device: torch.device) -> Callable[[], None]:
+    def setup(device: torch.device, compile_: bool) -> Setup:
         g = torch.Generator().manual_seed(0)
         if head == "probit":
             h = ProbitHead(d, device=device)
             dtype = torch.float64
         else:
-            h = MLPHead(d, hidden=(100, 100, 100), seed=0, device=device)
+            # sigma_init 0.01: with the default 1, weights drawn at std 1 over d >= 1000 inputs
+            # blow the activations up and the head stops with non-finite parameters
+            h = MLPHead(d, hidden=(100, 100, 100), seed=0, sigma_init=0.01, device=device)
             dtype = torch.float32
         fires = FIRES(h, n_selected=max(1, d // 10))
         erics = ERICS(h)
@@ -77,21 +166,33 @@ def fires_erics(head: str, d: int, batch: int = 100) -> Workload:
         def step() -> None:
             fires.learn(X, y)
             erics.update()
-        return step
+        return Setup(step, batch)
     return setup
 
 
-WORKLOADS: dict[str, Workload] = {
-    "iPFI  MLP d=100 K=10 B=256": explainer("ipfi"),
-    "iSAGE MLP d=100 K=10 B=256": explainer("isage"),
-    "train MLP d=100 K=10 B=256": training(),
-    "FIRES+ERICS Probit d=1000 B=100": fires_erics("probit", 1000),
-    "FIRES+ERICS Probit d=10000 B=100": fires_erics("probit", 10_000),
-    "FIRES+ERICS MLP-head d=1000 B=100": fires_erics("mlp", 1000),
+#: name: (workload, may be compiled, CUDA only). The 1024-wide MLP (3 hidden layers) shows the
+#: explainers' fixed cost per step against a model whose calls take longer; its CPU column
+#: would take seconds per step and is left out.
+WORKLOADS: dict[str, tuple[Workload, bool, bool]] = {
+    "iPFI  MLP d=100 K=10 B=256": (explainer("ipfi"), True, False),
+    "  floor (model calls of iPFI)": (floor("ipfi"), True, False),
+    "iSAGE MLP d=100 K=10 B=256": (explainer("isage"), True, False),
+    "  floor (model calls of iSAGE)": (floor("isage"), True, False),
+    "iPDP  MLP d=100 K=10 B=256": (explainer("ipdp"), True, False),
+    "  floor (model calls of iPDP)": (floor("ipdp"), True, False),
+    "iPFI  MLP-1024 d=100 K=10 B=256": (explainer("ipfi", width=1024), False, True),
+    "  floor (model calls of iPFI-1024)": (floor("ipfi", width=1024), False, True),
+    "iSAGE MLP-1024 d=100 K=10 B=256": (explainer("isage", width=1024), False, True),
+    "  floor (model calls of iSAGE-1024)": (floor("isage", width=1024), False, True),
+    "train MLP d=100 K=10 B=256": (training(), True, False),
+    "FIRES+ERICS Probit d=1000 B=100": (fires_erics("probit", 1000), False, False),
+    "FIRES+ERICS Probit d=10000 B=100": (fires_erics("probit", 10_000), False, False),
+    "FIRES+ERICS MLP-head d=1000 B=100": (fires_erics("mlp", 1000), False, False),
+    "FIRES+ERICS MLP-head d=10000 B=100": (fires_erics("mlp", 10_000), False, False),
 }
 
 
-def time_ms(step: Callable[[], None], device: torch.device, steps: int, repeats: int) -> float:
+def time_ms(step: Step, device: torch.device, steps: int, repeats: int) -> float:
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     for _ in range(3):
         step()
@@ -106,26 +207,152 @@ def time_ms(step: Callable[[], None], device: torch.device, steps: int, repeats:
     return statistics.median(runs)
 
 
+def _package_frame(stack: traceback.StackSummary) -> str:
+    """The innermost frame of the package (else of this script) that led to a sync."""
+    for frame in reversed(stack):
+        if "/torchstream/" in frame.filename:
+            return f"torchstream/{frame.filename.split('/torchstream/')[-1]}:{frame.lineno} " \
+                   f"({frame.name}: {(frame.line or '').strip()})"
+    for frame in reversed(stack):
+        if frame.filename.endswith("bench_gpu.py"):
+            return f"bench_gpu.py:{frame.lineno} ({frame.name})"
+    return "elsewhere"
+
+
+def count_syncs(step: Step) -> Counter[str]:
+    """Host-device synchronisations of one step, by the package line that caused them."""
+    where: Counter[str] = Counter()
+    shown = warnings.showwarning
+    inside = [False]  # only the step's own syncs (not the mode switches around it)
+
+    def record(message, category, filename, lineno, file=None, line=None):  # type: ignore[no-untyped-def]
+        if "synchroniz" not in str(message):
+            shown(message, category, filename, lineno, file, line)
+        elif inside[0]:
+            where[_package_frame(traceback.extract_stack()[:-1])] += 1
+
+    torch.cuda.synchronize()
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.showwarning = record
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            inside[0] = True
+            step()
+        finally:
+            inside[0] = False
+            torch.cuda.set_sync_debug_mode("default")
+            warnings.showwarning = shown
+    return where
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--steps", type=int, default=50)
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--compile", action="store_true",
+                        help="also time the explainers and training with torch.compile (CUDA)")
+    parser.add_argument("--only", help="run only the workloads whose name contains this text")
+    parser.add_argument("--json", type=Path, help="write the numbers and the sync sites here")
+    parser.add_argument("--profile", type=Path,
+                        help="CUDA: write torch.profiler tables (host and device time by op) of "
+                             "five steps of each explainer here")
+    parser.add_argument("--cpu-threads", type=int, default=1,
+                        help="torch threads of the CPU column (default: %(default)s)")
     args = parser.parse_args()
-    torch.set_num_threads(1)
+    torch.set_num_threads(args.cpu_threads)
     devices = [torch.device("cpu")]
-    if torch.cuda.is_available():
+    cuda = torch.cuda.is_available()
+    header = {"torch": torch.__version__, "python": sys.version.split()[0],
+              "cpu_threads": torch.get_num_threads()}
+    if cuda:
         devices.append(torch.device("cuda"))
-        print(f"CUDA device: {torch.cuda.get_device_name(0)}")
+        header["cuda_device"] = torch.cuda.get_device_name(0)
+        print(f"CUDA device: {header['cuda_device']}, torch {torch.__version__}")
     else:
-        print("no CUDA device: measuring the CPU only")
-    print(f"{'workload':<36}{'CPU ms':>10}" + (f"{'CUDA ms':>10}{'CPU/CUDA':>10}"
-                                               if len(devices) > 1 else ""))
-    for name, workload in WORKLOADS.items():
-        ms = [time_ms(workload(dev), dev, args.steps, args.repeats) for dev in devices]
-        line = f"{name:<36}{ms[0]:>10.2f}"
-        if len(ms) > 1:
-            line += f"{ms[1]:>10.2f}{ms[0] / ms[1]:>9.1f}x"
-        print(line, flush=True)
+        print(f"no CUDA device: measuring the CPU only (torch {torch.__version__})")
+    cols = f"{'workload':<38}{'CPU ms':>10}"
+    if cuda:
+        cols += f"{'CUDA ms':>10}{'CPU/CUDA':>10}{'syncs':>7}"
+    print(cols)
+    results: list[dict[str, object]] = []
+    variants = [False, True] if (args.compile and cuda) else [False]
+    for name, (workload, compilable, cuda_only) in WORKLOADS.items():
+        if args.only and args.only not in name or (cuda_only and not cuda):
+            continue
+        for compile_ in variants:
+            if compile_ and not compilable:
+                continue
+            label = name + (" compiled" if compile_ else "")
+            row: dict[str, object] = {"workload": label}
+            try:
+                per_device = []
+                for dev in devices:
+                    if (compile_ or cuda_only) and dev.type == "cpu":
+                        per_device.append(float("nan"))
+                        continue
+                    setup = workload(dev, compile_)
+                    t0 = time.perf_counter()
+                    per_device.append(time_ms(setup.step, dev, args.steps, args.repeats))
+                    row[f"{dev.type}_setup_and_time_s"] = round(time.perf_counter() - t0, 2)
+                    row["model_rows_per_step"] = setup.model_rows
+                    if dev.type == "cuda":
+                        where = count_syncs(setup.step)
+                        row["syncs_per_step"] = sum(where.values())
+                        row["sync_sites"] = dict(where.most_common())
+                row["cpu_ms"] = per_device[0]
+                line = f"{label:<38}{per_device[0]:>10.2f}"
+                if cuda:
+                    row["cuda_ms"] = per_device[1]
+                    line += f"{per_device[1]:>10.2f}{per_device[0] / per_device[1]:>9.1f}x" \
+                            f"{row['syncs_per_step']:>7}"
+            except Exception as e:  # one broken workload must not hide the others
+                row["error"] = f"{type(e).__name__}: {e}"
+                line = f"{label:<38} failed: {row['error'][:160]}"
+            print(line, flush=True)
+            results.append(row)
+    by = {r["workload"]: r for r in results}
+    if cuda:
+        print("\nexplainer / floor on CUDA (overhead over its bare model calls):")
+        for kind, name in (("iPFI", "iPFI  MLP d=100 K=10 B=256"),
+                           ("iSAGE", "iSAGE MLP d=100 K=10 B=256"),
+                           ("iPDP", "iPDP  MLP d=100 K=10 B=256"),
+                           ("iPFI-1024", "iPFI  MLP-1024 d=100 K=10 B=256"),
+                           ("iSAGE-1024", "iSAGE MLP-1024 d=100 K=10 B=256")):
+            exp, fl = by.get(name, {}), by.get(f"  floor (model calls of {kind})", {})
+            if "cuda_ms" in exp and "cuda_ms" in fl:
+                ratio = float(exp["cuda_ms"]) / float(fl["cuda_ms"])  # type: ignore[arg-type]
+                print(f"  {kind:<11}{ratio:6.2f}x  ({exp['model_rows_per_step']} model rows/step)")
+        print("\nsync sites (one step, by package line):")
+        for r in results:
+            for site, n in dict(r.get("sync_sites", {})).items():  # type: ignore[call-overload]
+                print(f"  {r['workload']:<38}{n:>3}  {site}")
+    if args.json:
+        args.json.write_text(json.dumps({"header": header, "results": results}, indent=1))
+    if args.profile and cuda:
+        args.profile.write_text(profile_tables(torch.device("cuda")))
+
+
+def profile_tables(device: torch.device) -> str:
+    """torch.profiler over five steps of each explainer: the ops by host (self CPU) time and by
+    device time, the evidence of where a step's time goes."""
+    out = []
+    for kind in ("ipfi", "isage", "ipdp"):
+        step = explainer(kind)(device, False).step
+        for _ in range(3):
+            step()
+        torch.cuda.synchronize()
+        activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+        with torch.profiler.profile(activities=activities) as prof:
+            for _ in range(5):
+                step()
+            torch.cuda.synchronize()
+        table = prof.key_averages()
+        out.append(f"== {kind}: by self CPU time (5 steps)\n"
+                   + table.table(sort_by="self_cpu_time_total", row_limit=15))
+        out.append(f"== {kind}: by device time (5 steps)\n"
+                   + table.table(sort_by="self_cuda_time_total", row_limit=10))
+    return "\n".join(out)
 
 
 if __name__ == "__main__":

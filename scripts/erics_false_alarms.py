@@ -100,10 +100,10 @@ def measure(
                 for det in detectors.values():
                     det.update()
             for k, det in detectors.items():
-                res = classify(det.alerts, drifts, tolerance)
+                res = classify(det.alert_steps, drifts, tolerance)
                 out.setdefault((name, k), []).append(res)
                 echo(f"{name} seed {seed} {k}: {res} alerts<{START_UP}: "
-                     f"{[t for t in det.alerts if t < START_UP]}")
+                     f"{[t for t in det.alert_steps if t < START_UP]}")
     return out
 
 

@@ -16,7 +16,8 @@ import torch
 from torchstream import OnlineLearner, Prequential
 from torchstream.explain import IncrementalPFI, IncrementalSAGE
 from torchstream.models import MLP
-from torchstream.sinks import History, TensorBoardSink, plot_importance
+from torchstream.sinks import History, TensorBoardSink
+from torchstream.viz import plot_importance
 from torchstream.sinks.tensorboard_view import browser_available, dashboard_text, serve_tensorboard
 from torchstream.streams import agrawal_drift
 

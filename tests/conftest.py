@@ -11,6 +11,14 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test whose name or parameters say ``cuda`` is marked ``cuda``, so ``pytest -m cuda``
+    runs every CUDA path of the suite in one go (on a machine with a GPU)."""
+    for item in items:
+        if "cuda" in item.nodeid.lower():
+            item.add_marker(pytest.mark.cuda)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def data_dir() -> Iterator[Path]:
     """Point ``$TORCHSTREAM_DATA`` at ``<repo>/../shared/data`` unless it is already set, so that

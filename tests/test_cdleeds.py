@@ -221,7 +221,7 @@ def test_stationary_stream_false_alarms():
         det.update(X[t : t + 1], logistic(X[t : t + 1]))
     assert det.n_leaves == 2
     assert det.n_rejections / det.n_tests <= 0.02
-    assert len(det.alerts) / det.n_updates <= 0.02
+    assert len(det.alert_steps) / det.n_updates <= 0.02
 
 
 def _uniform(n: int, d: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -305,7 +305,7 @@ def test_global_drift_after_abrupt_change():
     det = CDLEEDS(refractory=200)
     for t in range(X.shape[0]):
         det.update(X[t : t + 1], out[t : t + 1])
-    after = [a for a in det.alerts if a >= t0]
+    after = [a for a in det.alert_steps if a >= t0]
     assert after and after[0] - t0 <= 150
     assert det.global_p_values.numel() == 1
 
@@ -341,7 +341,7 @@ def test_checkpoint_resume_is_exact(reset):
     for t in range(300, 700):
         for d in (det, other, twin):
             d.update(X[t : t + 1], out[t : t + 1])
-    assert det.alerts == other.alerts == twin.alerts and det.alerts
+    assert det.alert_steps == other.alert_steps == twin.alert_steps and det.alert_steps
     assert torch.equal(det.leaf_centroids, other.leaf_centroids)
     np.testing.assert_array_equal(det.leaf_p_values.numpy(), other.leaf_p_values.numpy())
     a, b = det.detect_local_change(), other.detect_local_change()

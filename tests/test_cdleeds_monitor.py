@@ -14,7 +14,7 @@ from torchstream.evaluate import Batch
 from torchstream.evaluate.runner import Evaluator
 from torchstream.explain.baselines import ConstantBaseline
 from torchstream.explain.local import LocalExplainer
-from torchstream.sinks.local_plots import plot_attributions, plot_neighbourhoods
+from torchstream.viz.local import plot_attributions, plot_neighbourhoods
 from torchstream.streams import from_numpy
 
 matplotlib.use("Agg")

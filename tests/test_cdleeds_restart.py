@@ -45,15 +45,15 @@ def test_one_change_one_alert_with_restart():
     plain, restart = CDLEEDS(), CDLEEDS(reset_after_drift=True)
     run(plain, X, out)
     run(restart, X, out, check_tests=True)
-    after_plain = [a for a in plain.alerts if a >= t0]
-    after_restart = [a for a in restart.alerts if a >= t0]
+    after_plain = [a for a in plain.alert_steps if a >= t0]
+    after_restart = [a for a in restart.alert_steps if a >= t0]
     assert after_plain and after_restart and after_restart[0] == after_plain[0]
     assert after_restart[0] - t0 <= 100  # detected as fast as the published rule
     assert len(after_plain) >= 150
     assert len(after_restart) <= 15
     # before the change both saw the same rows and raised the same (false) alarms until the
     # first one; the restart only ever removes evidence
-    assert len(restart.alerts) <= len(plain.alerts)
+    assert len(restart.alert_steps) <= len(plain.alert_steps)
 
 
 def test_restart_clears_the_leaf_p_values_and_keeps_the_clustering():

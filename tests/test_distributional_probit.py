@@ -88,9 +88,10 @@ def test_first_step_from_the_prior_by_hand():
 
 def test_encodings_0_1_and_minus1_plus1_agree():
     X, y, *_ = random_problem(3)
-    a = ProbitHead(5, lr_mu=0.1, lr_sigma=0.1, epochs=3).learn(X, y)
-    b = ProbitHead(5, lr_mu=0.1, lr_sigma=0.1, epochs=3).learn(X, (y > 0).long())
-    c = ProbitHead(5, lr_mu=0.1, lr_sigma=0.1, epochs=3).learn(X, y > 0)
+    a, b, c = (ProbitHead(5, lr_mu=0.1, lr_sigma=0.1, epochs=3) for _ in range(3))
+    a.learn(X, y)
+    b.learn(X, (y > 0).long())
+    c.learn(X, y > 0)
     for other in (b, c):
         torch.testing.assert_close(a.mu, other.mu, atol=0, rtol=0)
         torch.testing.assert_close(a.sigma, other.sigma, atol=0, rtol=0)
@@ -98,7 +99,8 @@ def test_encodings_0_1_and_minus1_plus1_agree():
 
 def test_predict_proba_is_phi_of_s_over_rho_and_consistent_with_likelihood():
     X, y, *_ = random_problem(4)
-    head = ProbitHead(5, lr_mu=0.5, epochs=4).learn(X, y)
+    head = ProbitHead(5, lr_mu=0.5, epochs=4)
+    head.learn(X, y)
     p = head.predict_proba(X)
     lp = head.log_marginal_likelihood(X, y)
     torch.testing.assert_close(torch.where(y > 0, p, 1 - p).log(), lp, atol=1e-12, rtol=0)
@@ -146,8 +148,9 @@ def test_sigma_never_below_sigma_min():
 # ---------------------------------------------------------------------------- check 4
 def test_sigma_direction_and_untouched_zero_feature():
     X = torch.tensor([[1.0, -2.0, 0.0]], dtype=F64)  # s = 0.5 * (1 - 2) = -0.5
-    right = ProbitHead(3, mu_init=0.5).learn(X, torch.tensor([-1]))  # y s > 0
-    wrong = ProbitHead(3, mu_init=0.5).learn(X, torch.tensor([1]))  # y s < 0
+    right, wrong = ProbitHead(3, mu_init=0.5), ProbitHead(3, mu_init=0.5)
+    right.learn(X, torch.tensor([-1]))  # y s > 0
+    wrong.learn(X, torch.tensor([1]))  # y s < 0
     assert bool((right.sigma[:2] < 1.0).all()) and bool((wrong.sigma[:2] > 1.0).all())
     assert right.sigma[2].item() == 1.0 and wrong.sigma[2].item() == 1.0
     # the step is proportional to x_j^2: feature 1 (x = -2) moves 4x as much as feature 0
@@ -207,7 +210,7 @@ def test_interface_and_stats_are_copies():
     pm, ps = head.param_stats()
     assert bool((pm == 0).all()) and bool((ps == 1).all())
     assert head.n_params == 4 and list(head.groups) == ["weight"]
-    assert head.learn(torch.ones(1, 4, dtype=F64), torch.tensor([1])) is head
+    assert head.learn(torch.ones(1, 4, dtype=F64), torch.tensor([1])) is None
     assert head.n_steps == 1
     torch.testing.assert_close(head.param_stats()[0], head.feature_stats()[0])
 

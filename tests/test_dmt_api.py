@@ -15,7 +15,8 @@ from torchstream.evaluate import Evaluator
 from torchstream.evaluate.measures import tree_complexity
 from torchstream.sinks import History
 from torchstream.streams import SEA
-from torchstream.trees import DMTMonitor, DynamicModelTree, plot_tree
+from torchstream.trees import DMTMonitor, DynamicModelTree
+from torchstream.viz import plot_tree
 
 
 @pytest.fixture(autouse=True)
@@ -43,7 +44,7 @@ def split_tree(m: int = 3, seed: int = 0) -> DynamicModelTree:
 def test_river_estimator_checks():
     """All of river's checks for a classifier; the dataset checks on the first 20 rows of each
     dataset (speed), and the memory-growth check (2,000 rows per dataset) left out here."""
-    model = DynamicModelTree(missing_features="zero")
+    model = DynamicModelTree(feature_incremental=True)
     ran = set()
     for check in checks.yield_checks(model):
         name = check.__name__

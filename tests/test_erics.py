@@ -81,7 +81,7 @@ def test_constant_trajectory_is_quiet(beta, compat):
     for _ in range(T):
         e.update(torch.zeros(6, dtype=F64), torch.ones(6, dtype=F64))
     assert set(e.ma_trace) == {0.0} and set(e.drift_trace) == {0.0}
-    assert e.alerts == [] and e.partial_alerts == []
+    assert e.alert_steps == [] and e.partial_alerts == []
     assert e.partial_ma.tolist() == [0.0] * 6
 
 
@@ -93,10 +93,10 @@ def test_single_jump_reference_semantics():
     # M - 1 pairs in the window: MA = 1/(2M) while the jump pair is inside
     assert ma[100 : 100 + M - 1] == [1 / (2 * M)] * (M - 1)
     assert ma[:100] == [0.0] * 100 and ma[100 + M - 1] == 0.0
-    assert e.alerts == list(range(100, 149, 2))  # 100, 102, ..., 148: 25 alerts
+    assert e.alert_steps == list(range(100, 149, 2))  # 100, 102, ..., 148: 25 alerts
     assert {k for _, k in e.partial_alerts} == {0}
-    assert [t for t, _ in e.partial_alerts] == e.alerts
-    assert _jump(ERICS(reference_compat=True, refractory=50), 300).alerts == [100]
+    assert [t for t, _ in e.partial_alerts] == e.alert_steps
+    assert _jump(ERICS(reference_compat=True, refractory=50), 300).alert_steps == [100]
 
 
 def test_single_jump_paper_semantics():
@@ -107,10 +107,10 @@ def test_single_jump_paper_semantics():
     assert ma[:100] == [0.0] * 100 and ma[100 + M] == 0.0
     # alpha <- D on an alert and decays by (1 - beta) the next step: a plateau of D alerts at
     # every step while the jump is in the D window (W = 50)
-    assert e.alerts == list(range(100, 150))
+    assert e.alert_steps == list(range(100, 150))
     assert {k for _, k in e.partial_alerts} == {0}
     e = _jump(ERICS(refractory=50), 300)
-    assert e.alerts == [100] and e.partial_alerts == [(100, 0)]
+    assert e.alert_steps == [100] and e.partial_alerts == [(100, 0)]
     # the cool-down only hides alerts: the threshold followed them and it is D's plateau
     assert e.alpha_trace[149] == pytest.approx(0.01 * (1 - 1e-4))
 
@@ -126,7 +126,7 @@ def test_clamped_alpha_is_non_negative_and_quiet_after_the_jump(beta, compat):
     e = _jump(ERICS(beta=beta, reference_compat=compat, clamp_alpha=True), 2000)
     assert min(e.alpha_trace) >= 0.0
     assert e.partial_alpha.min() >= 0.0
-    assert max(e.alerts) < 100 + 50
+    assert max(e.alert_steps) < 100 + 50
     assert all(t < 150 for t, _ in e.partial_alerts)
 
 
@@ -134,7 +134,7 @@ def test_reference_quirk_negative_alpha_alert_pinned():
     # the decay factor 1 - beta * Delta turns negative for Delta > 1/beta; with beta = 1.1e-3
     # the reference semantics fire one extra alert on the constant signal, at t = 1015
     e = _jump(ERICS(beta=1.1e-3, reference_compat=True), 1100)
-    assert e.alerts == list(range(100, 149, 2)) + [1015]
+    assert e.alert_steps == list(range(100, 149, 2)) + [1015]
     assert e.alpha_trace[1015] < 0.0
     assert min(e.alpha_trace) < 0.0
 
@@ -148,14 +148,14 @@ def test_warm_up_masks_early_alerts_and_evaluator_scores():
         mu[0] = 1.0 if t >= 30 else 0.0
         mu[1] = 1.0 if t >= 200 else 0.0
         e.update(mu, torch.ones(3, dtype=F64))
-    assert e.alerts == [200]
+    assert e.alert_steps == [200]
     assert all(t >= 80 for t, _ in e.partial_alerts)
     unmasked = ERICS(warm_up=0, refractory=50)
     for t in range(100):
         mu = torch.zeros(3, dtype=F64)
         mu[0] = 1.0 if t >= 30 else 0.0
         unmasked.update(mu, torch.ones(3, dtype=F64))
-    assert unmasked.alerts == [30]
+    assert unmasked.alert_steps == [30]
     # the evaluator on the toy list of check 20
     known, found = [100, 200], [101, 150, 205]
     assert detected_change_rate(known, found, window=10, n_total=300) == 1.0
@@ -189,10 +189,10 @@ def test_resume_is_exact(compat):
         b.update(m, s)
         assert a.drift_detected == b.drift_detected
         assert torch.equal(a.partial_detected, b.partial_detected)
-    assert a.alerts == b.alerts and a.partial_alerts == b.partial_alerts
+    assert a.alert_steps == b.alert_steps and a.partial_alerts == b.partial_alerts
     assert list(a.ma_trace) == list(b.ma_trace) and list(a.alpha_trace) == list(b.alpha_trace)
     assert a.trace_steps == b.trace_steps == range(300, 400)
-    assert any(250 <= t < 260 for t in a.alerts)
+    assert any(250 <= t < 260 for t in a.alert_steps)
 
 
 def test_feature_snapshots_for_partial_drift():
@@ -207,7 +207,7 @@ def test_feature_snapshots_for_partial_drift():
             feature_mu=feat,
             feature_sigma=torch.ones(2, dtype=F64),
         )
-    assert e.alerts == [] and e.partial_alerts == [(100, 1)]
+    assert e.alert_steps == [] and e.partial_alerts == [(100, 1)]
     assert e.n_params == 7 and e.n_features == 2
 
 
@@ -246,10 +246,10 @@ def test_bad_input():
 
 
 def test_plot_erics():
-    from torchstream.sinks.selection_plots import plot_erics
+    from torchstream.viz.selection import plot_erics
 
     e = _jump(ERICS(refractory=20), 200)
-    assert e.alerts == [100, 121, 142]
+    assert e.alert_steps == [100, 121, 142]
     fig = plot_erics(e, metric=[0.5] * 200)
     assert len(fig.axes) == 3
     # one dotted alert line per alert on every panel

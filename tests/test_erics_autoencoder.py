@@ -67,10 +67,11 @@ def test_mean_shift_alerts_stationary_twin_stays_quiet_and_features_are_named():
             if t < T0 + 30:
                 evidence += det.feature_drift_scores() / 30
         # (a) an alert within the delay bound, none before the shift
-        assert det.alerts, f"seed {seed}: no alert after the shift"
-        assert T0 <= det.alerts[0] <= T0 + MAX_DELAY, f"seed {seed}: alerts {det.alerts}"
+        assert det.alert_steps, f"seed {seed}: no alert after the shift"
+        assert T0 <= det.alert_steps[0] <= T0 + MAX_DELAY, f"seed {seed}: alerts {det.alert_steps}"
         # (b) the stationary twin of the same length: no alert after the warm-up
-        assert [t for t in twin.alerts if t >= WARM_UP] == [], f"seed {seed}: {twin.alerts}"
+        late = [t for t in twin.alert_steps if t >= WARM_UP]
+        assert late == [], f"seed {seed}: {twin.alert_steps}"
         # (c) the per-feature MA increase D_tj = MA_tj - MA_{t-W,j}, averaged over the window
         # after the shift, is largest for the shifted features, and both raise partial alerts
         top2 = set(torch.topk(evidence, 2).indices.tolist())
@@ -93,8 +94,8 @@ def test_supervised_defaults_fail_because_sigma_collapses_to_the_clamp():
     for _ in range(260):
         er.learn(batch(g, mix))
         min_sigma.append(float(head.param_stats()[1].min()))
-    assert er.alerts, "the unfloored head stayed quiet on the stationary stream"
-    first = er.alerts[0]
+    assert er.alert_steps, "the unfloored head stayed quiet on the stationary stream"
+    first = er.alert_steps[0]
     assert min(min_sigma[first - 3 : first + 1]) < 0.02
     assert min(min_sigma[:100]) > 0.05  # no collapse during the warm-up
     ma = list(er.ma_trace)
@@ -112,7 +113,8 @@ def test_checkpoint_resume_is_exact():
     for X in stream[110:]:
         det.learn(shift(X))
         resumed.learn(shift(X))
-    assert det.alerts == resumed.alerts and det.alerts  # the shift at batch 110 was detected
+    # the shift at batch 110 was detected
+    assert det.alert_steps == resumed.alert_steps and det.alert_steps
     assert det.partial_alerts == resumed.partial_alerts
     assert list(det.erics.ma_trace) == list(resumed.erics.ma_trace)
     assert list(det.erics.alpha_trace) == list(resumed.erics.alpha_trace)
@@ -124,9 +126,9 @@ def test_checkpoint_resume_is_exact():
 def test_runner_hook_ignores_labels():
     g, mix = mixing(1)
     a, b = LabelFreeERICS(D, seed=1), LabelFreeERICS(D, seed=1)
-    for _ in range(3):
+    for t in range(3):
         X = batch(g, mix)
-        out = a.on_batch(SimpleNamespace(X=X, y=torch.zeros(B, dtype=torch.long)))
+        out = a.on_batch(SimpleNamespace(X=X, y=torch.zeros(B, dtype=torch.long), start=t * B))
         b.learn(X)
     assert set(out) == {
         "erics/ma",

@@ -87,12 +87,12 @@ def test_reference_compat_is_unchanged_by_the_defaults(beta):
     for m, s in snaps:
         e.update(m, s)
         explicit.update(m, s)
-    assert e.alerts == explicit.alerts and e.partial_alerts == explicit.partial_alerts
+    assert e.alert_steps == explicit.alert_steps and e.partial_alerts == explicit.partial_alerts
     assert list(e.alpha_trace) == list(explicit.alpha_trace)
-    assert e.alerts == _reference_alerts(snaps, 20, 10, beta)
+    assert e.alert_steps == _reference_alerts(snaps, 20, 10, beta)
     # alerts in the first M + W steps are reported in reference mode
-    assert any(t < 30 for t in e.alerts)
-    assert all(b - a >= 2 for a, b in zip(e.alerts, e.alerts[1:]))  # at most every second step
+    assert any(t < 30 for t in e.alert_steps)
+    assert all(b - a >= 2 for a, b in zip(e.alert_steps, e.alert_steps[1:]))  # at most every second step
 
 
 def test_one_report_per_jump_and_warm_up_follows_the_threshold():
@@ -105,8 +105,8 @@ def test_one_report_per_jump_and_warm_up_follows_the_threshold():
         for det in (e, raw):
             det.update(mu, torch.ones(3, dtype=F64))
     # without warm-up and cool-down: an alert at every step while a jump is in the W window
-    assert raw.alerts == list(range(30, 80)) + list(range(200, 250))
-    assert e.alerts == [200] and e.partial_alerts == [(200, 1)]
+    assert raw.alert_steps == list(range(30, 80)) + list(range(200, 250))
+    assert e.alert_steps == [200] and e.partial_alerts == [(200, 1)]
     # the threshold followed the masked alerts: at step 100 it is D's plateau 1/(2M) = 0.01 of
     # the last masked alert (step 79) decayed at steps 80..100 (factors 1 - beta * n, n = 1..21)
     assert e.alpha_trace[100] == pytest.approx(
@@ -127,10 +127,10 @@ def test_no_start_up_storm_on_a_probit_head():
             head.learn(X[t * B : (t + 1) * B], y[t * B : (t + 1) * B])
             for det in (e, raw, ref):
                 det.update()
-        assert sum(t < 60 for t in raw.alerts) >= 45, raw.alerts
-        startup = [t for t in ref.alerts if t < 60]
+        assert sum(t < 60 for t in raw.alert_steps) >= 45, raw.alert_steps
+        startup = [t for t in ref.alert_steps if t < 60]
         assert len(startup) >= 20 and all(b - a >= 2 for a, b in zip(startup, startup[1:]))
-        assert len(e.alerts) == 1 and 120 <= e.alerts[0] <= 170, (seed, e.alerts)
+        assert len(e.alert_steps) == 1 and 120 <= e.alert_steps[0] <= 170, (seed, e.alert_steps)
 
 
 def test_resume_inside_the_warm_up_is_exact():
@@ -144,7 +144,7 @@ def test_resume_inside_the_warm_up_is_exact():
     for m, s in snaps[15:]:
         a.update(m, s)
         b.update(m, s)
-    assert a.alerts == b.alerts and a.partial_alerts == b.partial_alerts
+    assert a.alert_steps == b.alert_steps and a.partial_alerts == b.partial_alerts
     assert list(a.alpha_trace) == list(b.alpha_trace)
-    assert a.alerts and min(a.alerts) >= 30
-    assert all(y - x > 10 for x, y in zip(a.alerts, a.alerts[1:]))
+    assert a.alert_steps and min(a.alert_steps) >= 30
+    assert all(y - x > 10 for x, y in zip(a.alert_steps, a.alert_steps[1:]))

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from torchstream.sinks.evaluation_plots import (
+from torchstream.viz.evaluation import (
     plot_detections,
     plot_feature_weights,
     plot_metric_over_time,
@@ -23,13 +23,13 @@ PNG = b"\x89PNG"
 def test_spider_inversion_c20() -> None:
     # measure 0: F1 (higher better); measure 1: test time (lower better)
     values = [[0.8, 0.02], [0.6, 0.05], [0.7, 0.03]]
-    r = spider_radii(values, invert=[False, True])
+    r = spider_radii(values, invert=[False, True], scale="minmax")
     # the model with the smallest time is farthest out on the inverted axis
     assert int(np.argmax(r[:, 1])) == 0 and int(np.argmin(r[:, 1])) == 1
     np.testing.assert_allclose(r[:, 1], [1.0, 0.0, 2 / 3])
     np.testing.assert_allclose(r[:, 0], [1.0, 0.0, 0.5])
     # not inverted, the larger time is farther out
-    assert int(np.argmax(spider_radii(values)[:, 1])) == 1
+    assert int(np.argmax(spider_radii(values, scale="minmax")[:, 1])) == 1
 
 
 def test_spider_ranges() -> None:
@@ -49,7 +49,13 @@ def test_spider_ranges() -> None:
 def test_plot_spider_draws_the_radii(tmp_path) -> None:
     values = [[0.8, 0.02], [0.6, 0.05]]
     fig = plot_spider(
-        values, ["F1", "time"], ["a", "b"], invert=[False, True], path=tmp_path / "s.png"
+        values,
+        ["F1", "time"],
+        ["a", "b"],
+        ranges=[None, None],
+        invert=[False, True],
+        scale="minmax",
+        path=tmp_path / "s.png",
     )
     lines = fig.axes[0].get_lines()
     np.testing.assert_allclose(lines[0].get_ydata()[:2], [1.0, 1.0])

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from torchstream.drift import PDPDriftDetector
+from torchstream.explain import _base as explain_base
 from torchstream.explain.ipdp import IncrementalPDP
 from torchstream.explain.ipfi import IncrementalPFI
 from torchstream.explain.isage import IncrementalSAGE
@@ -112,9 +113,18 @@ def bad_batches(X: torch.Tensor, y: torch.Tensor, labels: torch.Tensor):
 X, Y, LABELS = data()
 
 
+@pytest.fixture(params=["read at once", "read with the outputs"])
+def read_mode(request, monkeypatch):
+    """Both ways a batch's value check is read: at once (the CPU) and deferred to the model
+    outputs' check (accelerators: one host read per batch), forced here on the CPU."""
+    if request.param == "read with the outputs":
+        monkeypatch.setattr(explain_base, "_deferred_read", lambda device: True)
+    return request.param
+
+
 @pytest.mark.parametrize("kind", list(LOSS_EXPLAINERS))
 @pytest.mark.parametrize("case", bad_batches(X, Y, LABELS), ids=lambda c: c[0])
-def test_bad_batch_raises_and_leaves_the_state_untouched(kind, case):
+def test_bad_batch_raises_and_leaves_the_state_untouched(kind, case, read_mode):
     """After two good batches (the per-shape validation of old would be cached), a bad third
     batch raises naming its row (and column); the state_dict is unchanged in every tensor
     (smoother, storage rows, generators) and the next good batch gives bit for bit what an
@@ -135,7 +145,7 @@ def test_bad_batch_raises_and_leaves_the_state_untouched(kind, case):
 
 
 @pytest.mark.parametrize("kind", ["ipfi", "isage"])
-def test_label_out_of_range_at_the_first_explained_batch(kind):
+def test_label_out_of_range_at_the_first_explained_batch(kind, read_mode):
     """The first model call is where the output width becomes known: a label outside it is
     reported there too, and the random draws made before the call are undone."""
     e = LOSS_EXPLAINERS[kind](classifier, "cross_entropy")
@@ -148,7 +158,7 @@ def test_label_out_of_range_at_the_first_explained_batch(kind):
     assert_same(before, e.state_dict())
 
 
-def test_labels_of_a_one_column_probability_output_are_0_or_1():
+def test_labels_of_a_one_column_probability_output_are_0_or_1(read_mode):
     e = IncrementalPFI(lambda Z: torch.sigmoid(Z[:, 0]), "log_loss", 3, seed=0)
     e.explain(X[:20], LABELS[:20])
     e.explain(X[20:40], LABELS[20:40])
@@ -159,7 +169,7 @@ def test_labels_of_a_one_column_probability_output_are_0_or_1():
 
 
 @pytest.mark.parametrize("kind", ["ipfi", "isage", "isage_observational"])
-def test_model_nan_on_valid_input_is_reported_and_undone(kind):
+def test_model_nan_on_valid_input_is_reported_and_undone(kind, read_mode):
     """A model that returns NaN for a finite batch is named as the cause; the state (random
     generators included) is as before the call."""
     calls = [0]
@@ -182,7 +192,7 @@ def test_model_nan_on_valid_input_is_reported_and_undone(kind):
     assert_same(before, e.state_dict())
 
 
-def test_finite_values_whose_sum_overflows_are_accepted():
+def test_finite_values_whose_sum_overflows_are_accepted(read_mode):
     """The fused check sums the batch; an overflow of finite values is a false alarm that the
     exact check on the failure path clears."""
     X32 = torch.full((8, 3), 3.0e38, dtype=torch.float32)
@@ -282,7 +292,7 @@ def test_ipdp_constant_feature_one_point_grid_and_zero_importance(rule, tmp_path
                           history_every=10, seed=0)
     detector = PDPDriftDetector(ipdp)
     detector.explain(Xc[:10])  # fills the range storage: warm-up
-    assert ipdp.n_explained == 0 and math.isnan(ipdp.importance())
+    assert ipdp.n_explained == 0 and math.isnan(ipdp.score)
     for start in range(10, 60, 10):
         detector.explain(Xc[start:start + 10])
     assert ipdp.n_explained == 50
@@ -292,7 +302,7 @@ def test_ipdp_constant_feature_one_point_grid_and_zero_importance(rule, tmp_path
     expected = (weights * ice_values).sum() / (1 - (1 - alpha) ** 50)
     assert ipdp.pd.shape == (1,)
     assert abs(ipdp.pd.item() - expected.item()) < 1e-12
-    assert ipdp.importance() == 0.0
+    assert ipdp.score == 0.0
     assert torch.equal(ipdp.ice, ice_values[-4:].view(4, 1).expand(4, m))
     assert torch.equal(ipdp.ice_grid, torch.full((4, m), 3.0, dtype=F64))
     summary = ipdp.as_dict()
@@ -311,7 +321,7 @@ def test_ipdp_constant_feature_one_point_grid_and_zero_importance(rule, tmp_path
         for start in range(0, 60, 10):
             e.explain(X[start:start + 10])
     assert torch.equal(resumed.grid, ipdp.grid) and torch.equal(resumed.pd, ipdp.pd)
-    assert ipdp.grid.shape == (m,) and ipdp.importance() > 0
+    assert ipdp.grid.shape == (m,) and ipdp.score > 0
     assert bool(torch.isfinite(ipdp.grid).all()) and bool(torch.isfinite(ipdp.pd).all())
 
 

@@ -138,15 +138,15 @@ def test_check17_abrupt_drift_is_detected():
                 ref.learn(X, y)
                 paper.update()
             if drift is None:
-                stationary_counts.append(_count(ref.alerts, 300, 320))
+                stationary_counts.append(_count(ref.alert_steps, 300, 320))
                 continue
             for e in (ref, paper):
-                first = next(t for t in e.alerts if t >= 300)
+                first = next(t for t in e.alert_steps if t >= 300)
                 assert first - 300 <= 5, (seed, first)
             # the reference semantics alert at most every other step (None-reset of alpha); the
             # prototype's 10 alerts at 300, 302, ..., 318 (same seeds, same draws) exactly
-            assert [t for t in ref.alerts if 300 <= t < 320] == list(range(300, 320, 2))
-            assert _count(paper.alerts, 300, 320) >= 8
+            assert [t for t in ref.alert_steps if 300 <= t < 320] == list(range(300, 320, 2))
+            assert _count(paper.alert_steps, 300, 320) >= 8
     # the prototype had 0 alerts in 8 of 10 seeds (3 and 6 in the others), mean 0.9
     assert sum(stationary_counts) / len(stationary_counts) <= 2
 
@@ -190,8 +190,8 @@ def test_check19_virtual_drift_is_quiet(kind):
         for X, y in stream(seed, 230, drift=200, kind=kind):
             ref.learn(X, y)
             paper.update()
-        assert _count(ref.alerts, 200, 230) <= 1, (seed, ref.alerts)
-        assert _count(paper.alerts, 200, 230) <= 1, (seed, paper.alerts)
+        assert _count(ref.alert_steps, 200, 230) <= 1, (seed, ref.alert_steps)
+        assert _count(paper.alert_steps, 200, 230) <= 1, (seed, paper.alert_steps)
 
 
 def test_erics_as_runner_plugin():
@@ -230,8 +230,8 @@ def test_erics_as_runner_plugin():
     ).run()
     for t in range(60):
         twin.learn(X[t * B : (t + 1) * B], y[t * B : (t + 1) * B])
-    assert erics.alerts == twin.alerts and any(30 <= t < 35 for t in erics.alerts)
+    assert erics.alert_steps == twin.alert_steps and any(30 <= t < 35 for t in erics.alert_steps)
     assert history.values("erics/ma") == pytest.approx(list(twin.ma_trace), abs=0)
     assert [
         s for s, v in zip(history.steps("erics/drift"), history.values("erics/drift")) if v == 1.0
-    ] == erics.alerts
+    ] == erics.alert_steps

@@ -49,10 +49,9 @@ def ema_var(alpha: float, n: int) -> float:
 
 
 def run(ipdp, X, batch):
-    out = None
     for start in range(0, X.shape[0], batch):
-        out = ipdp.explain(X[start:start + batch])
-    return out
+        ipdp.explain(X[start:start + batch])
+    return ipdp.grid, ipdp.pd
 
 
 # ---------------------------------------------------------------------------- the paper's loop
@@ -116,13 +115,14 @@ def test_null_feature_gives_a_flat_curve_at_every_step(rule, batch):
                           if rule == "fixed" else None, entrance_prob=0.7, seed=1)
     steps = 0
     for start in range(0, 320, batch):
-        _, pd = ipdp.explain(X[start:start + batch])
+        ipdp.explain(X[start:start + batch])
+        pd = ipdp.pd
         if ipdp.n_explained:
             steps += 1
             assert float(pd.max() - pd.min()) <= 1e-12 * float(pd.abs().max())
             ice = ipdp.ice
             assert float((ice - ice[:, :1]).abs().max()) <= 1e-12 * float(ice.abs().max())
-            assert ipdp.importance() <= 1e-12
+            assert ipdp.score <= 1e-12
     assert steps >= 320 // batch - 2
 
 
@@ -142,7 +142,8 @@ def test_linear_model_gives_an_exact_line(rule, batch):
                           if rule == "fixed" else None, seed=4)
     checked = 0
     for start in range(0, n, batch):
-        grid, pd = ipdp.explain(X[start:start + batch])
+        ipdp.explain(X[start:start + batch])
+        grid, pd = ipdp.grid, ipdp.pd
         if ipdp.n_explained:
             slope, _, resid = fit_line(grid, pd)
             assert abs(slope + 1.75) < 1e-9 and resid < 1e-9
@@ -165,7 +166,8 @@ def test_linear_model_offset_mean_and_variance():
     offsets = []
     for r in range(reps):
         ipdp = IncrementalPDP(f, 1, grid_size=5, alpha=alpha, grid="fixed", fixed_range=(-2, 2))
-        grid, pd = ipdp.explain(X[r])  # one batch of 300 rows (= 300 single rows, fixed grid)
+        ipdp.explain(X[r])  # one batch of 300 rows (= 300 single rows, fixed grid)
+        grid, pd = ipdp.grid, ipdp.pd
         offsets.append(float((pd + 1.75 * grid).mean()) * ipdp.correction)
     c = 1 - (1 - alpha) ** n_rows
     var_rest = 0.25 * 1 + 4 * 0.25
@@ -194,7 +196,8 @@ def test_fixed_grid_bias_and_debiasing():
     for r in range(reps):
         ipdp = IncrementalPDP(f, 0, grid="fixed", fixed_range=(-1.0, 1.0), grid_size=11,
                               alpha=alpha)
-        grid, pd = ipdp.explain(X[r])
+        ipdp.explain(X[r])
+        grid, pd = ipdp.grid, ipdp.pd
         assert torch.equal(grid, z)  # debiased grid = the fixed grid, exactly
         torch.testing.assert_close(ipdp.grid_raw, ipdp.correction * z, rtol=1e-12, atol=1e-15)
         raws.append(ipdp.pd_raw)
@@ -274,7 +277,8 @@ def test_virtual_drift_moves_the_grid(rule, wait):
     run(ipdp, X[:T + wait], 1)
     grids, points = [], []
     for t in range(T + wait, T + wait + after):
-        grid, _ = ipdp.explain(X[t:t + 1])
+        ipdp.explain(X[t:t + 1])
+        grid = ipdp.grid
         grids.append(grid)
         points.append(ipdp.ice_grid[-1])  # the evaluation points used for row t
     points_t, grids_t = torch.stack(points), torch.stack(grids)
@@ -313,7 +317,8 @@ def test_real_drift_flips_the_slope():
     beta[0] = torch.tensor([-0.5, 1.0], dtype=F64)
     first_negative = None
     for start in range(T, N, B):
-        grid, pd = ipdp.explain(X[start:start + B])
+        ipdp.explain(X[start:start + B])
+        grid, pd = ipdp.grid, ipdp.pd
         delta = start + B - T
         slope = fit_line(grid, pd)[0]
         w_now = float(ipdp.grid_raw[-1] - ipdp.grid_raw[0])
@@ -338,13 +343,13 @@ def test_importance_of_a_linear_pd(beta):
     fixed = IncrementalPDP(f, 0, grid="fixed", fixed_range=(-2.0, 3.0), grid_size=m, alpha=0.05)
     run(fixed, X, 50)
     expected = abs(beta) * 5 / (m - 1) * math.sqrt(m * (m + 1) / 12)
-    assert fixed.importance() == pytest.approx(expected, rel=1e-12)
+    assert fixed.score == pytest.approx(expected, rel=1e-12)
     assert expected == pytest.approx(0.336405 * abs(beta) * 5, rel=1e-5)
     rolling = IncrementalPDP(f, 0, grid_size=m, alpha=0.05, window=100)
     run(rolling, X, 50)
     a, b = float(rolling.grid[0]), float(rolling.grid[-1])
     expected = abs(beta) * (b - a) / (m - 1) * math.sqrt(m * (m + 1) / 12)
-    assert rolling.importance() == pytest.approx(expected, rel=1e-9)
+    assert rolling.score == pytest.approx(expected, rel=1e-9)
 
 
 # ---------------------------------------------------------------------------- batches
@@ -444,17 +449,18 @@ def test_warm_up_waits_for_two_values():
     ipdp.model_fn = f
     grid, pd = ipdp.grid, ipdp.pd
     assert ipdp.n_explained == 0 and bool(torch.isnan(grid).all()) and bool(torch.isnan(pd).all())
-    assert math.isnan(ipdp.importance())
+    assert math.isnan(ipdp.score)
     degenerate = IncrementalPDP(f, 0, grid_size=5, alpha=0.1)
     degenerate.explain(const)
     degenerate.explain(const)  # storage holds only 1.0: the one-point grid x0 = 1, f = 2
     assert degenerate.n_explained == 10 and degenerate.grid.tolist() == [1.0]
-    assert degenerate.importance() == 0.0
+    assert degenerate.score == 0.0
     ipdp = IncrementalPDP(f, 0, grid_size=5, alpha=0.1)
     ipdp.explain(const[:1])
     ipdp.explain(torch.tensor([[3.0, 0.0]], dtype=F64))  # one stored value: stored only
     assert ipdp.n_explained == 0
-    grid, pd = ipdp.explain(torch.tensor([[2.0, 5.0]], dtype=F64))
+    ipdp.explain(torch.tensor([[2.0, 5.0]], dtype=F64))
+    grid, pd = ipdp.grid, ipdp.pd
     assert ipdp.n_explained == 1
     torch.testing.assert_close(grid, torch.linspace(1, 3, 5, dtype=F64))
     torch.testing.assert_close(pd, 2 * grid + 5)
@@ -582,10 +588,10 @@ def test_plugins_inside_prequential_log_to_history():
     Prequential(learner, stream, batch_size=32, plugins=[ipdp, detector], sinks=[history]).run()
     assert ipdp.name == "ipdp/b"
     assert history.steps("ipdp/b/importance") == list(range(1, 20))  # step 0 fills the storage
-    assert history.values("ipdp/b/importance")[-1] == ipdp.importance()
+    assert history.values("ipdp/b/importance")[-1] == ipdp.score
     assert history.steps("drift/pdp_a") == list(range(1, 20))
     assert set(history.values("drift/pdp_a")) <= {0.0, 1.0}
-    assert history.values("ipdp/a/importance")[-1] == detector.explainer.importance()
+    assert history.values("ipdp/a/importance")[-1] == detector.explainer.score
     assert ipdp.n_explained == 640 - 32
     assert all(p % 32 == 0 for p in detector.drift_positions)
     assert ipdp.as_dict()["feature"] == "b" and len(ipdp.as_dict()["pd"]) == 8
@@ -683,4 +689,4 @@ def test_cuda_matches_cpu():
     torch.testing.assert_close(gpu.grid.cpu(), cpu.grid, rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(gpu.ice.cpu(), cpu.ice, rtol=1e-12, atol=1e-12)
     gpu.load_state_dict(cpu.state_dict())
-    assert gpu.importance() == pytest.approx(cpu.importance(), rel=1e-12)
+    assert gpu.score == pytest.approx(cpu.score, rel=1e-12)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from torchstream.reproduce import load
+from torchstream.cli.reproduce import load
 from torchstream.streams import Agrawal
 
 

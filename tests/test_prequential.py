@@ -278,7 +278,7 @@ def test_figures_reach_tensorboard_images(tmp_path):
 
 
 def test_plot_importance(tmp_path):
-    from torchstream.sinks import plot_importance
+    from torchstream.viz import plot_importance
 
     h = History()
     for step in range(20):

@@ -3,10 +3,20 @@ tolerance (the tolerances are justified in each script); the command writes its 
 
 from __future__ import annotations
 
+import ast
+import sys
+from pathlib import Path
+
 import pytest
 
+from torchstream import reproductions
 from torchstream.cli import main
-from torchstream.reproduce import Comparison, available, missing_data, run, table
+from torchstream.cli.reproduce import Comparison, available, load, missing_data, run, table
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
 
 
 @pytest.mark.parametrize("name", available())
@@ -40,3 +50,50 @@ def test_comparison_within():
     assert Comparison("m", 0.80, 0.74, 0.02).within is False
     assert Comparison("m", float("nan"), 0.74, 0.02).within is False
     assert Comparison("m", 0.80, 0.74).within is None
+
+
+def test_reproductions_are_modules_of_the_package():
+    package = Path(reproductions.__file__).parent
+    names = available()
+    assert names == sorted(p.stem for p in package.glob("*.py") if not p.stem.startswith("_"))
+    for name in names:
+        module = load(name)
+        assert module.__name__ == f"torchstream.reproductions.{name}"
+        assert sys.modules[module.__name__] is module  # imported, not executed from a path
+        assert Path(module.__file__).parent == package
+        assert callable(module.reproduce) and isinstance(module.DATA, tuple)
+
+
+def test_reproductions_are_found_through_the_package_path(tmp_path, monkeypatch):
+    (tmp_path / "toy.py").write_text(
+        "from torchstream.reproductions._comparison import Comparison\nDATA = ()\n"
+        "def reproduce(quick):\n    return [Comparison('m', 1.0, 1.0, 0.0)]\n")
+    (tmp_path / "_helper.py").write_text("")
+    monkeypatch.setattr(reproductions, "__path__", [str(tmp_path)])
+    try:
+        assert available() == ["toy"]  # what the package holds, wherever it is installed
+        rows, _ = run("toy", quick=True)
+        assert [r.within for r in rows] == [True]
+    finally:
+        sys.modules.pop("torchstream.reproductions.toy", None)
+
+
+def test_scripts_are_wrappers_of_the_package_modules():
+    scripts = Path(__file__).resolve().parents[1] / "scripts"
+    wrappers = sorted(p.stem.removeprefix("reproduce_") for p in scripts.glob("reproduce_*.py"))
+    assert wrappers == available()
+    for name in wrappers:
+        tree = ast.parse((scripts / f"reproduce_{name}.py").read_text())
+        imports = [n for n in tree.body if isinstance(n, ast.ImportFrom)]
+        assert [(n.module, [a.name for a in n.names]) for n in imports] == [
+            (f"torchstream.reproductions.{name}", ["main"])]
+
+
+def test_package_discovery_includes_the_reproductions():
+    setuptools = pytest.importorskip("setuptools")
+    root = Path(__file__).resolve().parents[1]
+    config = tomllib.loads((root / "pyproject.toml").read_text())
+    find = config["tool"]["setuptools"]["packages"]["find"]
+    packages = setuptools.find_packages(str(root), include=find["include"],
+                                        exclude=find.get("exclude", ()))
+    assert "torchstream.reproductions" in packages

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from torchstream.reproduce import load
+from torchstream.cli.reproduce import load
 
 
 def test_erics_measures_hand_computed():

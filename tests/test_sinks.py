@@ -20,7 +20,8 @@ from tensorboard.plugins.custom_scalar.layout_pb2 import Layout
 from tensorboard.plugins.hparams.api_pb2 import DataType, Status
 from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
 
-from torchstream.sinks import History, Sink, TensorBoardSink, plot_history
+from torchstream.sinks import History, Sink, TensorBoardSink
+from torchstream.viz import plot_history
 from torchstream.sinks.tensorboard import flatten_config
 
 CUM = "metrics/accuracy/cumulative"

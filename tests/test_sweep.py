@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from torchstream.cli import main
-from torchstream.sweep import load_sweep, run_sweep
+from torchstream.cli.sweep import load_sweep, run_sweep
 
 
 def write(tmp_path, text):

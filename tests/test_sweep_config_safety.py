@@ -12,9 +12,9 @@ import types
 import pytest
 import torch
 
-from torchstream import sweep as sweep_module
+from torchstream.cli import sweep as sweep_module
 from torchstream.cli import build_parser, main
-from torchstream.sweep import RunSpec, load_sweep
+from torchstream.cli.sweep import RunSpec, load_sweep
 
 
 class _Hostile:

@@ -60,6 +60,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from torchstream.base import PluginBase
+from torchstream.checkpoint import check_settings
+
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
@@ -156,7 +159,7 @@ class _Channel:
                 setattr(self, k, v)
 
 
-class ERICS:
+class ERICS(PluginBase):
     """ERICS drift detector on a stream of parameter-distribution snapshots ``(mu, sigma)``.
 
     Feed one snapshot per step with :meth:`update` (raw tensors, or nothing to read the head's
@@ -203,6 +206,10 @@ class ERICS:
     Attributes
     ----------
     alerts
+        Rows of the reported global alerts: the last row of the alerting update (a raw
+        snapshot counts as ``rows`` rows, default 1, so there the row is the update count; with
+        :meth:`learn` a batch counts its rows; as a plug-in the rows are the stream's).
+    alert_steps
         Steps (0-based update counts) of the reported global alerts.
     partial_alerts
         ``(step, feature)`` pairs of the reported partial alerts.
@@ -221,8 +228,8 @@ class ERICS:
     >>> for t in range(300):
     ...     mu[0] = 1.0 if t >= 100 else 0.0
     ...     _ = erics.update(mu, torch.ones(5, dtype=torch.float64))
-    >>> erics.alerts, erics.partial_alerts, round(erics.ma_trace[120], 4)
-    ([100], [(100, 0)], 0.01)
+    >>> erics.alerts, erics.alert_steps, erics.partial_alerts, round(erics.ma_trace[120], 4)
+    ([100], [100], [(100, 0)], 0.01)
     >>> erics.warm_up, erics.refractory
     (100, 50)
 
@@ -234,9 +241,9 @@ class ERICS:
     >>> for t in range(250):
     ...     X = torch.randn(100, 4, generator=g, dtype=torch.float64)
     ...     y = (X[:, 0] + X[:, 1] > 0).long()
-    ...     _ = erics.learn(X, y if t < 150 else 1 - y)
-    >>> erics.alerts
-    [150]
+    ...     erics.learn(X, y if t < 150 else 1 - y)
+    >>> erics.alert_steps, erics.alerts  # batch 150 holds rows 15000..15099
+    ([150], [15099])
     """
 
     name = "erics"
@@ -303,6 +310,8 @@ class ERICS:
         self.drift_detected = False
         self.partial_detected = torch.zeros(0, dtype=torch.long)
         self.alerts: list[int] = []
+        self.alert_steps: list[int] = []
+        self.n_rows = 0  # rows (snapshots count as their ``rows``) seen so far
         self.partial_alerts: list[tuple[int, int]] = []
         self.ma_trace: deque[float] = deque(maxlen=history)
         self.drift_trace: deque[float] = deque(maxlen=history)
@@ -399,14 +408,18 @@ class ERICS:
         *,
         feature_mu: torch.Tensor | None = None,
         feature_sigma: torch.Tensor | None = None,
-    ) -> ERICS:
+        rows: int = 1,
+        start: int | None = None,
+    ) -> None:
         """Consume one snapshot.
 
         ``mu``, ``sigma`` ``[K]``: the parameter distribution (global test). ``feature_mu``,
         ``feature_sigma`` ``[J]``: the per-feature distribution for the partial test (default:
         ``mu``, ``sigma``). With no arguments, read the head's ``param_stats()`` and
-        ``feature_stats()``.
+        ``feature_stats()``. ``rows``: how many rows the snapshot stands for; ``start``: the
+        row of the first (default: the rows seen so far); an alert is at the last row.
         """
+        rows = _int_arg(rows, "rows", 1)
         if mu is None and sigma is None:
             if self.head is None:
                 raise ValueError("update() without (mu, sigma) needs a head")
@@ -435,8 +448,11 @@ class ERICS:
             contrib = np.concatenate([contrib, np.abs(rp)])
         report = self._step(self._ch, contrib, t)
         self.drift_detected = bool(report[0])
+        first = self.n_rows if start is None else int(start)
+        self.n_rows = first + rows
         if self.drift_detected:
-            self.alerts.append(t)
+            self.alert_steps.append(t)
+            self.alerts.append(first + rows - 1)
         if self.partial:
             hits = np.flatnonzero(report[1:])
             self.partial_detected = torch.from_numpy(hits).long()
@@ -448,14 +464,15 @@ class ERICS:
         self.drift_trace.append(self.drift_statistic)
         self.alpha_trace.append(self.alpha)
         self.n_updates += 1
-        return self
 
-    def learn(self, X: torch.Tensor, y: torch.Tensor | None = None) -> ERICS:
-        """The head learns one step from ``(X, y)``, then :meth:`update` from its state."""
+    def learn(self, X: torch.Tensor, y: torch.Tensor | None = None, *,
+              start: int | None = None) -> None:
+        """The head learns one step from ``(X, y)``, then :meth:`update` from its state (the
+        batch's rows, the first at ``start``)."""
         if self.head is None:
             raise RuntimeError("ERICS has no head: feed snapshots with update(mu, sigma)")
         self.head.learn(*_to_head(self.head, X, y))
-        return self.update()
+        self.update(rows=int(X.shape[0]), start=start)
 
     # ------------------------------------------------------------------ views
     @property
@@ -505,7 +522,7 @@ class ERICS:
         """Runner hook: the head learns from the batch, then the ERICS update. Returns
         ``erics/ma``, ``erics/drift_statistic``, ``erics/alpha``, ``erics/drift`` (1.0 on a
         reported alert) and ``erics/partial_drifts`` (the number of features flagged)."""
-        self.learn(batch.X, batch.y)
+        self.learn(batch.X, batch.y, start=batch.start)
         out = {
             "erics/ma": self.ma,
             "erics/drift_statistic": self.drift_statistic,
@@ -539,6 +556,8 @@ class ERICS:
             "drift_detected": self.drift_detected,
             "partial_detected": self.partial_detected.clone(),
             "alerts": list(self.alerts),
+            "alert_steps": list(self.alert_steps),
+            "n_rows": self.n_rows,
             "partial_alerts": list(self.partial_alerts),
             "traces": (list(self.ma_trace), list(self.drift_trace), list(self.alpha_trace)),
             "trace_start": self._trace_start,
@@ -548,8 +567,7 @@ class ERICS:
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         if (state["head"] is None) != (self.head is None):
             raise ValueError("state and this ERICS differ in having a head")
-        if bool(state["partial"]) != self.partial:
-            raise ValueError("state and this ERICS differ in the partial setting")
+        check_settings(state, {"partial": self.partial}, "ERICS")
         if self.head is not None:
             self.head.load_state_dict(state["head"])
         self.n_params, self.n_features = state["n_params"], state["n_features"]
@@ -564,6 +582,8 @@ class ERICS:
         self.drift_detected = bool(state["drift_detected"])
         self.partial_detected = state["partial_detected"].clone()
         self.alerts = [int(t) for t in state["alerts"]]
+        self.alert_steps = [int(t) for t in state["alert_steps"]]
+        self.n_rows = int(state["n_rows"])
         self.partial_alerts = [(int(t), int(k)) for t, k in state["partial_alerts"]]
         ma, d, a = state["traces"]
         self.ma_trace = deque(ma, maxlen=self.history_size)

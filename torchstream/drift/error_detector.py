@@ -8,12 +8,13 @@ from typing import Any, Literal
 
 import torch
 
+from torchstream.base import DriftDetectorBase
 from torchstream.checkpoint import restore_object
 
 __all__ = ["ErrorDetector"]
 
 
-class ErrorDetector:
+class ErrorDetector(DriftDetectorBase):
     """Feed a river drift detector, row by row, with the learner's prediction errors.
 
     Error-rate detectors (DDM, EDDM, HDDM) expect **1 for an error and 0 for a correct
@@ -26,8 +27,9 @@ class ErrorDetector:
       detectors on real values such as ADWIN or Page-Hinkley.
 
     The predictions are those of the runner's first predictor *before* it learns the batch.
-    Alerts are recorded as stream positions (the index of the row whose update fired,
-    pre-training rows included) and as evaluation steps.
+    Alerts are recorded as stream rows (:attr:`alerts`: the index of the row whose update
+    fired, pre-training rows included; ``drift_positions`` is the same list) and as evaluation
+    steps (``drift_steps``). Outside a run, :meth:`update` counts rows from the first it saw.
 
     Parameters
     ----------
@@ -45,8 +47,11 @@ class ErrorDetector:
     >>> y = torch.cat([torch.zeros(300), torch.ones(300)]).long()
     >>> det.on_batch(Batch(0, 0, torch.zeros(600, 1), y, p, None))["drift"]
     1.0
-    >>> det.drift_positions  # the first wrong prediction
+    >>> det.alerts  # the first wrong prediction
     [300]
+    >>> alone = ErrorDetector(drift.binary.DDM())  # outside a run: rows counted from 0
+    >>> alone.update(y, p); alone.alerts, alone.n_rows
+    ([300], 600)
     """
 
     def __init__(
@@ -60,12 +65,16 @@ class ErrorDetector:
             )
         if signal not in ("error", "loss"):
             raise ValueError(f"signal must be 'error' or 'loss', got {signal!r}")
+        super().__init__()
         self.detector = detector
         self.signal = signal
         self.name = name or f"drift_{type(detector).__name__.lower()}"
-        self.drift_detected = False
-        self.drift_positions: list[int] = []
         self.drift_steps: list[int] = []
+
+    @property
+    def drift_positions(self) -> list[int]:
+        """The alerts' stream rows (the same list as :attr:`alerts`)."""
+        return self.alerts
 
     def _signal(self, y: torch.Tensor, y_pred: torch.Tensor) -> list[float]:
         if y_pred.dim() == 2:  # class probabilities
@@ -79,29 +88,39 @@ class ErrorDetector:
             values = diff.abs() if self.signal == "error" else diff**2
         return values.tolist()
 
-    def on_batch(self, batch: Any) -> dict[str, float]:
-        """Update the detector with every row of the batch; ``drift`` is 1.0 if any alarmed."""
+    def update(self, y: torch.Tensor, y_pred: torch.Tensor, start: int | None = None) -> None:
+        """Feed the signal of every row (labels ``y``, predictions ``y_pred`` made before
+        learning them); ``start``: the stream row of the first (default: the rows seen so far).
+        :attr:`drift_detected` tells whether any row alarmed."""
+        first = self.n_rows if start is None else int(start)
+        values = self._signal(y, y_pred)
+        self.n_rows = first + len(values)
         self.drift_detected = False
-        for i, v in enumerate(self._signal(batch.y, batch.y_pred)):
+        for i, v in enumerate(values):
             self.detector.update(v)
             if self.detector.drift_detected:
                 self.drift_detected = True
-                self.drift_positions.append(int(batch.start) + i)
-                if not self.drift_steps or self.drift_steps[-1] != batch.step:
-                    self.drift_steps.append(int(batch.step))
+                self.alerts.append(first + i)
+
+    def on_batch(self, batch: Any) -> dict[str, float]:
+        """Update the detector with every row of the batch; ``drift`` is 1.0 if any alarmed."""
+        self.update(batch.y, batch.y_pred, start=batch.start)
+        if self.drift_detected and (not self.drift_steps or self.drift_steps[-1] != batch.step):
+            self.drift_steps.append(int(batch.step))
         return {"drift": 1.0 if self.drift_detected else 0.0}
 
     def state_dict(self) -> dict[str, Any]:
         return {"detector": copy.deepcopy(self.detector), "drift_detected": self.drift_detected,
-                "drift_positions": list(self.drift_positions),
-                "drift_steps": list(self.drift_steps)}
+                "drift_positions": list(self.alerts),
+                "drift_steps": list(self.drift_steps), "n_rows": self.n_rows}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         det = state["detector"]
         self.detector = restore_object(det, "the river detector")
         self.drift_detected = bool(state["drift_detected"])
-        self.drift_positions = list(state["drift_positions"])
+        self.alerts = [int(r) for r in state["drift_positions"]]
         self.drift_steps = list(state["drift_steps"])
+        self.n_rows = int(state["n_rows"])
 
     def __repr__(self) -> str:
         return f"ErrorDetector({self.detector!r}, signal={self.signal!r})"

@@ -51,6 +51,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from torchstream.base import PluginBase
+from torchstream.checkpoint import check_settings
 from torchstream.drift.erics import ERICS
 from torchstream.models.distributional import AutoencoderHead
 from torchstream.models.distributional._base import check_positive
@@ -58,16 +60,16 @@ from torchstream.models.distributional._base import check_positive
 __all__ = ["LabelFreeERICS"]
 
 
-class LabelFreeERICS:
+class LabelFreeERICS(PluginBase):
     """ERICS on an :class:`~torchstream.models.distributional.AutoencoderHead`: detects a change
     of the input distribution ``P(X)`` without labels (an extension, module docstring).
 
     Every :meth:`learn` call trains the autoencoder one step on ``X`` and runs one ERICS update:
     the global test on all weights (``param_stats()``), the partial test per input feature on the
-    path-aggregated ``feature_stats()``. :attr:`alerts` lists the steps of the global alerts,
-    :attr:`partial_alerts` the ``(step, feature)`` pairs, and :meth:`feature_drift_scores` the
-    per-feature increase of the moving average, ``D_tj = MA_tj - MA_{t-W,j}``, which is largest
-    for the features that moved.
+    path-aggregated ``feature_stats()``. :attr:`alerts` lists the rows of the global alerts
+    (:attr:`alert_steps` their steps), :attr:`partial_alerts` the ``(step, feature)`` pairs,
+    and :meth:`feature_drift_scores` the per-feature increase of the moving average,
+    ``D_tj = MA_tj - MA_{t-W,j}``, which is largest for the features that moved.
 
     The defaults were chosen on standardised inputs (unit variance per feature; the likelihood
     uses ``noise_std``) of a few to a few tens of features, batches of about 50 rows.
@@ -113,9 +115,9 @@ class LabelFreeERICS:
     ...     X = torch.randn(50, 8, generator=g) @ mix.T
     ...     if t >= 200:
     ...         X[:, :2] += 2.0
-    ...     _ = det.learn(X)
-    >>> det.alerts
-    [201]
+    ...     det.learn(X)
+    >>> det.alert_steps, det.alerts  # batch 201: rows 10050..10099
+    ([201], [10099])
     >>> torch.topk(det.feature_drift_scores(), 2).indices.sort().values.tolist()
     [0, 1]
     """
@@ -168,16 +170,20 @@ class LabelFreeERICS:
         self.n_features = self.head.n_features
 
     # ------------------------------------------------------------------ learning
-    def learn(self, X: Tensor, y: Any = None) -> LabelFreeERICS:
-        """One step: the autoencoder learns from ``X``, then the ERICS update. ``y`` is ignored
-        (accepted so that labelled streams can be fed unchanged)."""
-        self.erics.learn(X, None)
-        return self
+    def learn(self, X: Tensor, y: Any = None, *, start: int | None = None) -> None:
+        """One step: the autoencoder learns from ``X``, then the ERICS update (the batch's
+        rows, the first at ``start``). ``y`` is ignored (accepted so that labelled streams can
+        be fed unchanged)."""
+        self.erics.learn(X, None, start=start)
+
+    def update(self, X: Tensor, y: Any = None, *, start: int | None = None) -> None:
+        """The detector's update: the same as :meth:`learn`."""
+        self.learn(X, y, start=start)
 
     def on_batch(self, batch: Any) -> dict[str, float]:
         """Runner hook: :meth:`learn` on ``batch.X`` (labels unused); the metrics of
         :meth:`ERICS.on_batch <torchstream.drift.ERICS.on_batch>`."""
-        self.learn(batch.X)
+        self.learn(batch.X, start=batch.start)
         er = self.erics
         return {
             "erics/ma": er.ma,
@@ -195,8 +201,13 @@ class LabelFreeERICS:
 
     @property
     def alerts(self) -> list[int]:
-        """Steps (0-based) of the reported global alerts."""
+        """Rows of the reported global alerts (the last row of the alerting batch)."""
         return list(self.erics.alerts)
+
+    @property
+    def alert_steps(self) -> list[int]:
+        """Steps (0-based) of the reported global alerts."""
+        return list(self.erics.alert_steps)
 
     @property
     def partial_alerts(self) -> list[tuple[int, int]]:
@@ -222,10 +233,7 @@ class LabelFreeERICS:
         return {"class": type(self).__name__, "erics": self.erics.state_dict()}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        if state.get("class") != type(self).__name__:
-            raise ValueError(
-                f"state is for class={state.get('class')!r}, this is {type(self).__name__}"
-            )
+        check_settings(state, {"class": type(self).__name__}, type(self).__name__)
         self.erics.load_state_dict(state["erics"])
 
     def __repr__(self) -> str:

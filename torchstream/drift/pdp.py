@@ -20,18 +20,19 @@ from typing import Any
 
 import torch
 
+from torchstream.base import PluginBase
 from torchstream.checkpoint import restore_object
 from torchstream.explain.ipdp import IncrementalPDP
 
 __all__ = ["PDPDriftDetector"]
 
 
-class PDPDriftDetector:
+class PDPDriftDetector(PluginBase):
     """A change detector on the PDP-based importance score of an :class:`IncrementalPDP`.
 
     Algorithm (one call per batch)::
 
-        grid, pd = explainer.explain(batch)          # the iPDP, updated with the batch
+        explainer.explain(batch)                     # the iPDP, updated with the batch
         score    = std(pd, ddof=1)                   # PDP-based importance (Greenwell et al.)
         detector.update(score)                       # ADWIN (river) by default
         if detector.drift_detected:
@@ -67,9 +68,9 @@ class PDPDriftDetector:
     >>> detector = PDPDriftDetector(ipdp)
     >>> for start in range(0, 8000, 20):
     ...     slope[0] = 1.0 if start < 4000 else 3.0
-    ...     _ = detector.explain(X[start:start + 20])
-    >>> detector.drift_positions
-    [4500]
+    ...     detector.explain(X[start:start + 20])
+    >>> detector.drift_positions, detector.alerts  # the end of the batch; its last row
+    ([4500], [4499])
 
     References
     ----------
@@ -118,22 +119,28 @@ class PDPDriftDetector:
         self.drift_detected = False
         if self.explainer.n_explained == 0:
             return
-        self.detector.update(self.explainer.importance())
+        self.detector.update(self.explainer.score)
         self.n_updates += 1
         self.drift_detected = bool(self.detector.drift_detected)
         if self.drift_detected:
             self.drift_positions.append(end)
             self.snapshots.append((end, self.explainer.grid.cpu(), self.explainer.pd.cpu()))
 
-    def explain(
-        self, X: torch.Tensor, y: torch.Tensor | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Update the explainer with ``X`` and the change detector with the new score; returns
-        the explainer's debiased ``(grid, pd)``. :attr:`drift_detected` tells whether this batch
-        raised an alert."""
-        out = self.explainer.explain(X, y)
+    @property
+    def alerts(self) -> list[int]:
+        """Rows of the alerts: the last row of each alerting batch (``drift_positions`` keeps
+        the index just after it)."""
+        return [p - 1 for p in self.drift_positions]
+
+    def update(self, X: torch.Tensor, y: torch.Tensor | None = None) -> None:
+        """The detector's update: :meth:`explain`."""
+        self.explain(X, y)
+
+    def explain(self, X: torch.Tensor, y: torch.Tensor | None = None) -> None:
+        """Update the explainer with ``X`` and the change detector with the new score;
+        :attr:`drift_detected` tells whether this batch raised an alert."""
+        self.explainer.explain(X, y)
         self._after(self.n_seen + int(X.shape[0]))
-        return out
 
     def on_batch(self, batch: Any) -> dict[str, float]:
         """Plug-in hook: run the explainer on the batch, then the change detector; returns
@@ -144,7 +151,7 @@ class PDPDriftDetector:
         if self.explainer.n_explained == 0:
             return {}
         return {
-            f"{self.explainer.name}/importance": self.explainer.importance(),
+            f"{self.explainer.name}/importance": self.explainer.score,
             self.tag: 1.0 if self.drift_detected else 0.0,
         }
 

@@ -1,28 +1,32 @@
-"""The plug-in protocol of the prequential loop.
+"""The plug-in contract of the prequential loop.
 
-A plug-in is any object with ``on_batch(batch) -> Mapping[str, float] | None``. The runner
-calls it for every batch after the learner's prediction and before it learns (test ->
-explain -> learn); what it returns is logged to the sinks (a tag without ``"/"`` is prefixed
-with the plug-in's ``name``). Two optional hooks:
+A plug-in has ``on_batch(batch) -> Mapping[str, float] | None``
+(:class:`~torchstream.base.Plugin`). The runner calls it for every batch after the learner's
+prediction and before it learns (test -> explain -> learn); what it returns is logged to the
+sinks (a tag without ``"/"`` is prefixed with the plug-in's ``name``). The other hooks have
+no-op defaults on :class:`~torchstream.base.PluginBase`:
 
 * ``transform(X, step) -> Tensor``: replaces the batch's inputs before the learner sees them
-  (for prediction and learning), e.g. feature selection that masks columns;
-* ``state_dict()`` / ``load_state_dict(state)``: saved in the run's checkpoints;
+  (for prediction and learning), e.g. feature selection that masks columns (default: ``X``);
+* ``state_dict()`` / ``load_state_dict(state)``: saved in the run's checkpoints (default:
+  ``{}``);
 * ``figures() -> Mapping[str, matplotlib Figure]``: pictures of the plug-in's state (e.g. a
-  PDP with its ICE curves), sent every ``figure_every`` steps to the sinks that have
-  ``log_figure(tag, figure, step)``.
+  PDP with its ICE curves), sent every ``figure_every`` steps to the sinks (default: ``{}``);
+* ``drift_detected``: whether the last batch raised a drift alert (default: False).
 
-Explainers, drift detectors and feature selectors are plug-ins; each can equally be used on
-its own in a user's loop.
+An object that only has ``on_batch`` (and some of the hooks) is wrapped once, when the runner
+is built, by :func:`~torchstream.base.as_plugin`. Explainers, drift detectors and feature
+selectors are plug-ins; each can equally be used on its own in a user's loop.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import torch
+
+from torchstream.base import Plugin
 
 __all__ = ["Batch", "Plugin", "plugin_name"]
 
@@ -56,11 +60,6 @@ class Batch:
     @property
     def size(self) -> int:
         return int(self.X.shape[0])
-
-
-@runtime_checkable
-class Plugin(Protocol):
-    def on_batch(self, batch: Batch) -> Mapping[str, float] | None: ...
 
 
 def plugin_name(plugin: Any, index: int) -> str:

@@ -4,7 +4,7 @@ Pseudocode of one run (``k`` instances of each predictor; ``k = 1`` except for k
 
     pre-train every instance once on the first n_pretrain rows (not evaluated)
     for step, (X, y) in enumerate(stream.batches(B)):          # after pre-training
-        X = plugin.transform(X, step) for each plug-in that has one   # e.g. feature masks
+        X = plugin.transform(X, step) for each plug-in (default: X)   # e.g. feature masks
         plan = strategy.plan(step, X, y)                         # test rows, testers, weights
         for every predictor p, instance i with plan.testers[i]:
             y_pred = p_i(plan.test_X); metrics[p, i].update(plan.test_y, y_pred)   # test
@@ -36,6 +36,15 @@ from typing import Any
 import torch
 
 from torchstream._version import __version__
+from torchstream.base import (
+    Learner,
+    LearnerAdapter,
+    PluginBase,
+    SinkBase,
+    as_learner,
+    as_plugin,
+    as_sink,
+)
 from torchstream.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from torchstream.evaluate.delay import LabelDelay
 from torchstream.evaluate.identity import differences, plain_config, settings, stream_identity
@@ -148,8 +157,10 @@ class Evaluator:
     learners
         One learner, or ``{name: learner}`` to compare several on the same rows. A learner is
         an :class:`~torchstream.learners.OnlineLearner` or anything with ``__call__(X)``
-        returning probabilities / values and ``learn(X, y)`` (river models through
-        :class:`~torchstream.learners.RiverLearner`).
+        returning probabilities / values and ``learn(X, y)`` (the
+        :class:`~torchstream.base.Learner` contract; river models through
+        :class:`~torchstream.learners.RiverLearner`). The logged loss is the learner's
+        ``last_loss`` after ``learn``.
     stream
         A :class:`~torchstream.streams.Stream`.
     strategy
@@ -168,12 +179,15 @@ class Evaluator:
         metrics, cumulative and over ``window`` rows.
     plugins
         Plug-ins (:mod:`torchstream.evaluate.plugins`), called in order; they see the first
-        predictor (its first instance).
+        predictor (its first instance). Objects that are not a
+        :class:`~torchstream.base.PluginBase` are wrapped once, here
+        (:func:`~torchstream.base.as_plugin`).
     sinks
-        Receive the config once and scalars every ``log_every`` steps.
+        Receive the config once and scalars every ``log_every`` steps (objects that are not a
+        :class:`~torchstream.base.SinkBase` are wrapped once, by
+        :func:`~torchstream.base.as_sink`).
     figure_every
-        Every this many steps, plug-ins with ``figures()`` send pictures to sinks with
-        ``log_figure``.
+        Every this many steps, the plug-ins' ``figures()`` go to the sinks' ``log_figure``.
     record_steps
         Keep per-step records (:attr:`RunResult.steps`).
     records_path
@@ -238,20 +252,23 @@ class Evaluator:
         named = {"learner": learners} if self.single else dict(learners)
         if not named:
             raise ValueError("learners is empty: give a learner or {name: learner}")
-        for name, learner in named.items():
-            if not callable(learner) or not hasattr(learner, "learn"):
-                raise TypeError(f"learner {name!r} needs __call__(X) and learn(X, y)")
-            task = getattr(learner, "task", stream.task)
+        for name, given in named.items():
+            try:
+                learner = named[name] = as_learner(given)
+            except TypeError as e:
+                raise TypeError(f"learner {name!r}: {e}") from None
+            task = learner.task or stream.task
             if task != stream.task:
                 raise ValueError(
                     f"learner {name!r} has task {task!r} but the stream's task is {stream.task!r}"
                 )
-            if stream.task == "classification" and stream.classes and hasattr(learner, "classes_"):
-                _align_classes(learner, stream)
+            if stream.task == "classification" and stream.classes:
+                learner.register_classes(list(stream.classes))
         self.names = list(named)
         k = self.strategy.n_instances
-        #: ``instances[name][i]``: the i-th copy of a predictor (the given object is copy 0).
-        self.instances: dict[str, list[Any]] = {
+        #: ``instances[name][i]``: the i-th copy of a predictor (the given object is copy 0),
+        #: in the :class:`~torchstream.base.Learner` shape (:func:`~torchstream.base.as_learner`).
+        self.instances: dict[str, list[Learner]] = {
             n: [learner] + [copy.deepcopy(learner) for _ in range(k - 1)]
             for n, learner in named.items()
         }
@@ -271,7 +288,11 @@ class Evaluator:
         self.label_delay = None if label_delay is None else LabelDelay(*label_delay, seed=seed)
         self.plugins = list(plugins)
         self.plugin_names = [plugin_name(p, i) for i, p in enumerate(self.plugins)]
+        #: The plug-ins in the contract's shape (foreign ones wrapped once, here).
+        self._plugins: list[PluginBase] = [as_plugin(p) for p in self.plugins]
         self.sinks = list(sinks)
+        #: The sinks in the contract's shape (foreign ones wrapped once, here).
+        self._sinks: list[SinkBase] = [as_sink(s) for s in self.sinks]
         self.log_every = log_every
         self.figure_every = figure_every
         self.record_steps = record_steps
@@ -307,24 +328,32 @@ class Evaluator:
             "protocol": {"batch_size": batch_size, "strategy": repr(self.strategy),
                          "n_pretrain": n_pretrain, "label_delay": repr(self.label_delay),
                          "metrics": list(self.metric_names), "step_measures": list(snames)},
-            "predictors": {n: settings(self.instances[n][0]) for n in self.names},
+            "predictors": {n: settings(_given(self.instances[n][0])) for n in self.names},
             "plugins": {n: settings(p) for n, p in zip(self.plugin_names, self.plugins)},
         }
         self._stream_identity: dict[str, object] | None = None
 
     # ------------------------------------------------------------------ conveniences
+    def add_sink(self, sink: object) -> None:
+        """Send the run's logs to ``sink`` too (e.g. a TensorBoard writer made once the run's
+        checkpoint has been checked); before the first step or after a resume."""
+        self.sinks.append(sink)
+        self._sinks.append(as_sink(sink))
+
     @property
     def learner(self) -> Any:
-        """The first predictor (its first instance)."""
-        return self.instances[self.names[0]][0]
+        """The first predictor (its first instance), as it was given."""
+        return _given(self.instances[self.names[0]][0])
 
     @property
     def metrics(self) -> list[Metric]:
         """The metrics of the first predictor (its first instance)."""
         return self.instance_metrics[self.names[0]][0]
 
-    def _device_dtype(self) -> tuple[Any, torch.dtype]:
-        return getattr(self.learner, "device", None), getattr(self.learner, "dtype", torch.float32)
+    def _device_dtype(self) -> tuple[torch.device | None, torch.dtype]:
+        """Where and in which dtype the stream's batches are made for the first predictor."""
+        first = self.instances[self.names[0]][0]
+        return first.device, first.dtype
 
     # ------------------------------------------------------------------ the loop
     def run(
@@ -346,7 +375,7 @@ class Evaluator:
             raise ValueError(f"n_pretrain={self.n_pretrain} leaves no rows of the "
                              f"{n}-row stream {self.stream.name!r} to evaluate")
         if not self._config_logged:
-            for sink in self.sinks:
+            for sink in self._sinks:
                 sink.log_config(self.run_config())
             self._config_logged = True
         device, dtype = self._device_dtype()
@@ -372,7 +401,7 @@ class Evaluator:
             for X, y in batches:
                 scalars = self._one_step(X, y, last=self.step == last_step)
                 if scalars is not None:
-                    for sink in self.sinks:
+                    for sink in self._sinks:
                         sink.log_scalars(self.step - 1, scalars)
                 if self.figure_every and self.step % self.figure_every == 0:
                     self._log_figures()
@@ -389,10 +418,8 @@ class Evaluator:
                 bar.close()
             self.seconds += time.perf_counter() - t0
             self.records.flush()
-            for sink in self.sinks:
-                flush = getattr(sink, "flush", None)
-                if flush is not None:
-                    flush()
+            for sink in self._sinks:
+                sink.flush()
         if self.step == first_step and self.position <= self.n_pretrain:
             raise ValueError(f"stream {self.stream.name!r} yielded no rows to evaluate")
         path = None if self.records.path is None else str(self.records.path)
@@ -402,10 +429,8 @@ class Evaluator:
     def _pretrain(self, device: Any, dtype: torch.dtype) -> None:
         for X, y in self.stream.batches(self.n_pretrain - self.position, device=device,
                                         dtype=dtype, start=self.position, stop=self.n_pretrain):
-            for p in self.plugins:  # a feature mask the learner will be tested with
-                transform = getattr(p, "transform", None)
-                if transform is not None:
-                    X = transform(X, -1)
+            for p in self._plugins:  # a feature mask the learner will be tested with
+                X = p.transform(X, -1)
             for name in self.names:
                 for learner in self.instances[name]:
                     learner.learn(X, y)
@@ -429,10 +454,8 @@ class Evaluator:
 
     def _step(self, X: torch.Tensor, y: torch.Tensor, *, last: bool) -> dict[str, float] | None:
         step, start = self.step, self.position
-        for p in self.plugins:
-            transform = getattr(p, "transform", None)
-            if transform is not None:
-                X = transform(X, step)
+        for p in self._plugins:
+            X = p.transform(X, step)
         plan = self.strategy.plan(step, X, y, last=last)
         testers = plan.testers.tolist()
         primary_pred: torch.Tensor | None = None
@@ -464,39 +487,38 @@ class Evaluator:
                 with torch.no_grad():
                     primary_pred = self.learner(X)
             batch = Batch(step, start, X, y, primary_pred, self.learner)
-            for pname, p in zip(self.plugin_names, self.plugins):
-                on_batch = getattr(p, "on_batch", None)
-                out = None if on_batch is None else on_batch(batch)
+            for pname, p in zip(self.plugin_names, self._plugins):
+                out = p.on_batch(batch)
                 if out:
                     extra.update({(k if "/" in k else f"{pname}/{k}"): v for k, v in out.items()})
-        if self._initial and any(getattr(p, "drift_detected", False) for p in self.plugins):
+        if self._initial and any(p.drift_detected for p in self._plugins):
             for name, initial in self._initial.items():
                 self.instances[name] = [copy.deepcopy(initial) for _ in self.instances[name]]
             self.reset_steps.append(step)
         X_t, y_t, w_t = X, y, plan.train_weights
         if self.label_delay is not None:
             X_t, y_t, w_t = self.label_delay.push_and_release(step, X, y, plan.train_weights)
-        loss = float("nan")
+        primary_learned = False  # its loss is read only when logged (no device sync otherwise)
         for name in self.names:
             for i, learner in enumerate(self.instances[name]):
                 rows = _repeat_rows(w_t[:, i])
                 if rows is None:
                     continue
+                primary_learned = primary_learned or (name == self.names[0] and i == 0)
                 Xi, yi = (X_t, y_t) if rows is True else (X_t[rows], y_t[rows])
                 t = time.perf_counter()
-                out = learner.learn(Xi, yi)
+                learner.learn(Xi, yi)
                 if self.record_steps:
                     _add_train_time(self.records.pending, name, i, step,
                                     time.perf_counter() - t)
-                if name == self.names[0] and i == 0 and out is not None:
-                    loss = float(out)
         self.step += 1
         self.position += X.shape[0]
         if not self.sinks or self.step % self.log_every:
             return None
         scalars = self._metric_scalars()
         if self.single:
-            scalars["learner/loss"] = loss
+            primary = self.instances[self.names[0]][0]
+            scalars["learner/loss"] = primary.last_loss if primary_learned else float("nan")
         scalars.update(extra)
         return scalars
 
@@ -520,13 +542,9 @@ class Evaluator:
         self.records.add(row)
 
     def _log_figures(self) -> None:
-        sinks = [s for s in self.sinks if hasattr(s, "log_figure")]
-        for p in self.plugins:
-            figures = getattr(p, "figures", None)
-            if figures is None:
-                continue
-            for tag, fig in figures().items():
-                for sink in sinks:
+        for p in self._plugins:
+            for tag, fig in p.figures().items():
+                for sink in self._sinks:
                     sink.log_figure(tag, fig, self.step - 1)
                 _close_figure(fig)
 
@@ -570,7 +588,7 @@ class Evaluator:
             names = self.metric_names + [f.name for f in self.step_measures]
             for mname, v in zip(names, values):
                 out[prefix + mname] = v
-            n_params = _n_parameters(self.instances[name][0])
+            n_params = _n_parameters(_given(self.instances[name][0]))
             if n_params is not None:
                 out[prefix + "n_parameters"] = float(n_params)
             if self.strategy.n_instances > 1:
@@ -592,7 +610,7 @@ class Evaluator:
             "plugins": ", ".join(self.plugin_names) or "none",
         }
         for name in self.names:
-            learner = self.instances[name][0]
+            learner = _given(self.instances[name][0])
             key = "learner" if self.single else f"learner_{name}"
             cfg[key] = {"class": type(learner).__name__,
                         "module": type(getattr(learner, "module", None)).__name__,
@@ -622,8 +640,8 @@ class Evaluator:
             "records": self.records.state_dict(),
             "reset_steps": list(self.reset_steps),
             "step_sums": copy.deepcopy(self._step_sums),
-            "plugins": _states(self.plugin_names, self.plugins),
-            "sinks": _states([str(i) for i in range(len(self.sinks))], self.sinks),
+            "plugins": _states(self.plugin_names, self._plugins),
+            "sinks": _states([str(i) for i in range(len(self.sinks))], self._sinks),
             "torch_rng": torch.get_rng_state(),
             "config_logged": self._config_logged,
             "stream_classes": list(self.stream.classes or []),
@@ -655,13 +673,12 @@ class Evaluator:
         self.records.load_state_dict(state["records"])
         self.reset_steps = list(state["reset_steps"])
         self._step_sums = copy.deepcopy(state["step_sums"])
-        _load_states(state["plugins"], self.plugin_names, self.plugins)
-        _load_states(state["sinks"], [str(i) for i in range(len(self.sinks))], self.sinks)
+        _load_states(state["plugins"], self.plugin_names, self._plugins)
+        _load_states(state["sinks"], [str(i) for i in range(len(self.sinks))], self._sinks)
         torch.set_rng_state(state["torch_rng"])
         self._config_logged = state["config_logged"]
         if self.stream.classes is not None:
-            for c in state["stream_classes"]:
-                self.stream._register(c)  # no-op for known labels
+            self.stream.register_classes(state["stream_classes"])  # no-op for known labels
 
     def identity(self) -> dict[str, object]:
         """What identifies this run (:mod:`torchstream.evaluate.identity`): the stream and a
@@ -711,7 +728,7 @@ class Evaluator:
 
     def close(self) -> None:
         self.records.close()
-        for sink in self.sinks:
+        for sink in self._sinks:
             sink.close()
 
 
@@ -767,31 +784,21 @@ def _close_figure(fig: Any) -> None:
     plt.close(fig)
 
 
-def _align_classes(learner: Any, stream: Stream) -> None:
-    """Give a fresh learner the stream's classes, so class indices mean the same in both."""
-    assert stream.classes is not None
-    have = list(learner.classes_)
-    if have == list(stream.classes[: len(have)]):
-        for c in stream.classes[len(have):]:
-            learner._add_class(c)
-        if hasattr(learner, "_grow_if_needed"):
-            learner._grow_if_needed()
-    else:
-        raise ValueError(
-            f"the learner's classes {have!r} do not match the stream's {stream.classes!r}"
-        )
+def _given(learner: Learner) -> Any:
+    """The learner as the user gave it (unwrapped from a :class:`LearnerAdapter`)."""
+    return learner.learner if isinstance(learner, LearnerAdapter) else learner
 
 
-def _states(names: Iterable[str], objs: Iterable[Any]) -> dict[str, Any]:
-    return {n: o.state_dict() for n, o in zip(names, objs) if hasattr(o, "state_dict")}
+def _states(names: Iterable[str], objs: Iterable[PluginBase | SinkBase]) -> dict[str, Any]:
+    return {n: o.state_dict() for n, o in zip(names, objs)}
 
 
-def _load_states(states: Mapping[str, Any], names: Iterable[str], objs: Iterable[Any]) -> None:
+def _load_states(states: Mapping[str, Any], names: Iterable[str],
+                 objs: Iterable[PluginBase | SinkBase]) -> None:
     for n, o in zip(names, objs):
-        if hasattr(o, "load_state_dict"):
-            if n not in states:
-                raise ValueError(f"checkpoint has no state for {n!r}")
-            o.load_state_dict(states[n])
+        if n not in states:
+            raise ValueError(f"checkpoint has no state for {n!r}")
+        o.load_state_dict(states[n])
 
 
 def _progress(total: int | None, enabled: bool, name: str) -> Any:

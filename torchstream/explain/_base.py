@@ -20,17 +20,20 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
 
+from torchstream.base import ExplainerBase, PluginBase
+from torchstream.checkpoint import check_settings
 from torchstream.explain._checks import (
     FINITE,
     BatchScan,
     Scanner,
     first_nonfinite,
     make_scanner,
+    read_scalars,
     scan_labels,
 )
 from torchstream.explain.smoothing import ExponentialSmoother, check_alpha
@@ -149,6 +152,12 @@ def ema_prefix(
     return (out[0] if len(out) == 1 else torch.cat(out)).reshape(values.shape)
 
 
+def _deferred_read(device: torch.device) -> bool:
+    """Whether a batch's value check is read later, with the model outputs' check (on an
+    accelerator: one host-device synchronisation per batch instead of two)."""
+    return device.type != "cpu"
+
+
 def _acc_dtype(device: torch.device) -> torch.dtype:
     """float64 for the loss arithmetic, except where the device has none (MPS)."""
     return torch.float32 if device.type == "mps" else torch.float64
@@ -158,7 +167,7 @@ def _describe(t: torch.Tensor) -> str:
     return f"shape {list(t.shape)}, dtype {t.dtype}"
 
 
-class LossExplainer:
+class LossExplainer(ExplainerBase, PluginBase):
     """Base class of :class:`~torchstream.explain.ipfi.IncrementalPFI` and
     :class:`~torchstream.explain.isage.IncrementalSAGE`: a smoothed per-feature importance,
     updated from batches of rows. See the subclasses for the parameters."""
@@ -224,6 +233,9 @@ class LossExplainer:
         #: picks what the next batch's scan gathers about ``y``. Not state: results ignore it.
         self._out_width: int | None = None
         self._scan: BatchScan | None = None  # the current batch's scan (for the output checks)
+        #: On an accelerator: the batch scan's queued reductions, read with the outputs' check.
+        self._pending: tuple[list[torch.Tensor], Callable[[list[float]], BatchScan],
+                             torch.Tensor, torch.Tensor] | None = None
         self._scanner: Scanner | None = None  # the fused check for the current batch layout
         self._placed: tuple[Any, ...] | None = None  # (device, dtype) the state was moved to
         named = self.loss_name
@@ -261,9 +273,9 @@ class LossExplainer:
         return dict(zip(self.feature_names, self.importance.tolist()))
 
     # ------------------------------------------------------------------ explaining
-    def explain(self, X: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        """Explain the batch ``X [B, d]``, ``y [B]`` with the current model and return the
-        debiased importance ``[d]``; the rows are added to the storage afterwards.
+    def explain(self, X: torch.Tensor, y: torch.Tensor) -> None:
+        """Explain the batch ``X [B, d]``, ``y [B]`` with the current model (the debiased
+        estimate is then :attr:`importance`); the rows are added to the storage afterwards.
 
         Every batch is checked: ``X`` and ``y`` finite and, for a class loss (or an ``[n, k]``
         output scored by a regression loss), labels that are integers in ``0..k-1`` of the
@@ -277,9 +289,9 @@ class LossExplainer:
                 f"{type(self).__name__} was built with model_fn=None: pass model_fn= to use "
                 f"explain(), or use it as a plug-in (it then explains batch.learner)"
             )
-        return self._explain(X, y, self.model_fn)
+        self._explain(X, y, self.model_fn)
 
-    def _explain(self, X: torch.Tensor, y: torch.Tensor, model_fn: ModelFn) -> torch.Tensor:
+    def _explain(self, X: torch.Tensor, y: torch.Tensor, model_fn: ModelFn) -> None:
         X, y = self._check_batch(X, y)
         self._check_values(X, y)
         self._place(X)
@@ -287,18 +299,21 @@ class LossExplainer:
             saved = [(g, g.get_state()) for g in self._generators()]
             try:
                 contributions = self._contributions(X, y, model_fn)
+                if self._pending is not None:  # no model call read the batch's scan
+                    self._resolve_pending([])
             except BaseException:
                 for g, state in saved:  # the failed batch leaves no trace
                     g.set_state(state)
                 raise
             self.smoother.update(contributions)
+        elif self._pending is not None:
+            self._resolve_pending([])
         self.n_batches += 1
         storage = self.storage
         if isinstance(storage, _Reservoir):
             storage._update_finite(X)  # X was checked above
         else:
             storage.update(X)
-        return self.importance
 
     def _generators(self) -> list[torch.Generator]:
         """The generators :meth:`_contributions` draws from (restored if the batch fails)."""
@@ -347,7 +362,27 @@ class LossExplainer:
         scanner = self._scanner
         if scanner is None:
             scanner = self._scanner = make_scanner(X, y, self._labels_scanned())
-        scan = self._scan = scanner(X, y)
+        parts = scanner.parts(X, y)
+        if not _deferred_read(X.device):
+            self._pending = None
+            self._apply_scan(scanner.interpret(read_scalars(parts)), X, y)
+        else:  # read with the outputs' check: one host read per batch (_check_output)
+            self._pending = (parts, scanner.interpret, X, y)
+
+    def _resolve_pending(self, extra: list[torch.Tensor]) -> list[float]:
+        """Read the deferred batch scan together with ``extra`` scalars (one host read), apply
+        the scan (raising for a bad batch) and return the values of ``extra``."""
+        assert self._pending is not None
+        parts, interpret, X, y = self._pending
+        self._pending = None
+        values = read_scalars([*parts, *(e.to(parts[0].device) for e in extra)])
+        self._apply_scan(interpret(values[: len(parts)]), X, y)
+        return values[len(parts):]
+
+    def _apply_scan(self, scan: BatchScan, X: torch.Tensor, y: torch.Tensor) -> None:
+        """Raise for what the batch's scan found (naming the row); keep it for the label
+        checks against the model's outputs."""
+        self._scan = scan
         if scan is FINITE:
             return
         if not scan.values_finite:
@@ -501,7 +536,12 @@ class LossExplainer:
         (:meth:`_check_labels`); on the first call also that the outputs of the batch's own
         rows (the first ``len(y)`` rows) fit the loss. The rows of ``out`` are group-major:
         row ``r`` was built from batch row ``r mod B``."""
-        if out.is_floating_point() and not math.isfinite(out.sum().item()):
+        extra = [out.sum()] if out.is_floating_point() else []
+        if self._pending is not None:  # the batch's own scan, read with the outputs' sum
+            totals = self._resolve_pending(extra)
+        else:
+            totals = [t.item() for t in extra]
+        if totals and not math.isfinite(totals[0]):
             bad = (~torch.isfinite(out)).reshape(out.shape[0], -1).any(1)
             rows = bad.nonzero()
             if rows.shape[0]:
@@ -615,11 +655,8 @@ class LossExplainer:
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        if state.get("class") != type(self).__name__ or state.get("n_features") != self.n_features:
-            raise ValueError(
-                f"state is for {state.get('class')} with n_features={state.get('n_features')}, "
-                f"not {type(self).__name__} with n_features={self.n_features}"
-            )
+        check_settings(state, {"class": type(self).__name__, "n_features": self.n_features},
+                       type(self).__name__)
         self.smoother.load_state_dict(state["smoother"])
         if state["storage"] is not None:
             self.storage.load_state_dict(state["storage"])

@@ -38,9 +38,6 @@ class BatchScan(NamedTuple):
 FINITE = BatchScan(True, None, None, None, None)
 _NOT_FINITE = BatchScan(False, None, None, None, None)
 
-Scanner = Callable[[torch.Tensor, torch.Tensor | None], BatchScan]
-
-
 def read_scalars(parts: list[torch.Tensor]) -> list[float]:
     """The 0-d tensors ``parts`` as Python floats with one host read: values on the CPU are read
     directly; on an accelerator they are stacked and copied in one transfer."""
@@ -50,9 +47,36 @@ def read_scalars(parts: list[torch.Tensor]) -> list[float]:
     return torch.stack([p.to(dtype) for p in parts]).tolist()
 
 
+class Scanner(NamedTuple):
+    """A batch check in two halves: ``parts(X, y)`` queues the reductions (0-d tensors, no
+    host read) and ``interpret(values)`` turns their values into a :class:`BatchScan`. On the
+    CPU both run at once (:meth:`scan`); on an accelerator the values are read together with
+    the model outputs' own check, one host read per batch."""
+
+    parts: Callable[[torch.Tensor, torch.Tensor | None], list[torch.Tensor]]
+    interpret: Callable[[list[float]], BatchScan]
+
+    def scan(self, X: torch.Tensor, y: torch.Tensor | None) -> BatchScan:
+        return self.interpret(read_scalars(self.parts(X, y)))
+
+
+def _finite_total(values: list[float]) -> BatchScan:
+    return FINITE if math.isfinite(values[0]) else _NOT_FINITE
+
+
+def _apart(values: list[float]) -> BatchScan:
+    x_ok = math.isfinite(values[0])
+    return BatchScan(x_ok and math.isfinite(values[1]), x_ok, None, None, None)
+
+
+def _with_labels(values: list[float]) -> BatchScan:
+    x_ok = math.isfinite(values[0])
+    return BatchScan(x_ok, x_ok, *_label_values(values[1:]))
+
+
 def make_scanner(X: torch.Tensor, y: torch.Tensor | None, labels: bool) -> Scanner:
     """The fused check for batches laid out like the floating ``X [B, d]`` and ``y [B]`` (None:
-    ``X`` only), as a function ``(X, y) -> BatchScan``.
+    ``X`` only).
 
     Values mode (``labels=False``): a floating ``y`` of ``X``'s dtype and device is summed with
     ``X`` in one ``addmv`` (``y + X @ 1``, then a ``sum`` unless ``B = 1``); an integer ``y`` is
@@ -60,39 +84,15 @@ def make_scanner(X: torch.Tensor, y: torch.Tensor | None, labels: bool) -> Scann
     floating ``y``, the L1 distance of ``y`` to ``round(y)``."""
     floating_y = y is not None and (y.is_floating_point() or y.is_complex())
     if y is None or (not labels and not floating_y):
-        def scan_x(X: torch.Tensor, y: torch.Tensor | None) -> BatchScan:
-            return FINITE if math.isfinite(X.sum().item()) else _NOT_FINITE
-
-        return scan_x
+        return Scanner(lambda X, y: [X.sum()], _finite_total)
     if not labels:
         if y.dtype == X.dtype and y.device == X.device:
             ones = torch.ones(X.shape[1], dtype=X.dtype, device=X.device)
             if X.shape[0] == 1:
-                def scan_row(X: torch.Tensor, y: torch.Tensor | None) -> BatchScan:
-                    total = torch.addmv(y, X, ones).item()  # type: ignore[arg-type]
-                    return FINITE if math.isfinite(total) else _NOT_FINITE
-
-                return scan_row
-
-            def scan_rows(X: torch.Tensor, y: torch.Tensor | None) -> BatchScan:
-                total = torch.addmv(y, X, ones).sum().item()  # type: ignore[arg-type]
-                return FINITE if math.isfinite(total) else _NOT_FINITE
-
-            return scan_rows
-
-        def scan_apart(X: torch.Tensor, y: torch.Tensor | None) -> BatchScan:
-            x_sum, y_sum = read_scalars([X.sum(), y.sum().to(X.device)])  # type: ignore[union-attr]
-            x_ok = math.isfinite(x_sum)
-            return BatchScan(x_ok and math.isfinite(y_sum), x_ok, None, None, None)
-
-        return scan_apart
-
-    def scan_labels_too(X: torch.Tensor, y: torch.Tensor | None) -> BatchScan:
-        values = read_scalars([X.sum(), *_label_parts(y.to(X.device))])  # type: ignore[union-attr]
-        x_ok = math.isfinite(values[0])
-        return BatchScan(x_ok, x_ok, *_label_values(values[1:]))
-
-    return scan_labels_too
+                return Scanner(lambda X, y: [torch.addmv(y, X, ones)[0]], _finite_total)
+            return Scanner(lambda X, y: [torch.addmv(y, X, ones).sum()], _finite_total)
+        return Scanner(lambda X, y: [X.sum(), y.sum().to(X.device)], _apart)
+    return Scanner(lambda X, y: [X.sum(), *_label_parts(y.to(X.device))], _with_labels)
 
 
 def scan_labels(y: torch.Tensor) -> tuple[float, float, float]:

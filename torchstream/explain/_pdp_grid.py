@@ -121,12 +121,11 @@ def _grid_settings(
 
 
 def _check_batch(
-    X: Any, feature: int, feature_name: str, n_features: int | None, step: int
+    X: Any, feature: int, feature_name: str, n_features: int | None
 ) -> tuple[torch.Tensor, int]:
     """``X`` as a floating tensor ``[B, d]`` and its width ``d``, checked against the explained
-    ``feature``, against the width ``n_features`` of earlier batches (None: first batch) and for
-    NaN / inf values in any column (the model reads them all; one fused pass, the offending row
-    and column are looked for only when it fails). ``step`` names the batch in errors."""
+    ``feature`` and against the width ``n_features`` of earlier batches (None: first batch).
+    Its values are checked by :func:`_check_finite`."""
     if not isinstance(X, torch.Tensor):
         raise TypeError(f"X must be a tensor [B, d], got {type(X).__name__}")
     if X.dim() != 2 or X.shape[0] < 1:
@@ -142,7 +141,16 @@ def _check_batch(
         raise ValueError(f"X must have {n_features} columns like before, got {d}")
     if not X.is_floating_point():
         X = X.to(torch.get_default_dtype())
-    if not math.isfinite(X.sum().item()):  # one reduction; the row is looked for on failure
+    return X, d
+
+
+def _check_finite(X: torch.Tensor, total: float, feature: int, feature_name: str,
+                  step: int) -> None:
+    """Raise for a NaN / inf value in any column of ``X`` (the model reads them all), naming the
+    batch row and column; ``total`` is the sum of ``X`` (one fused reduction, read by the
+    caller: the values are looked at one by one only when it is not finite). ``step`` names
+    the batch in errors."""
+    if not math.isfinite(total):
         hit = first_nonfinite(X)
         if hit is not None:
             (row, col), value = hit
@@ -151,7 +159,6 @@ def _check_batch(
                 f"X has NaN or inf values at step {step}: batch row {row}, column {col}{name} "
                 f"is {value}; every value must be finite"
             )
-    return X, d
 
 
 def _range_storage(

@@ -67,6 +67,7 @@ import numpy as np
 import torch
 
 from torchstream.checkpoint import check_settings
+from torchstream.devices import as_device
 from torchstream.explain.smoothing import ExponentialSmoother
 
 __all__ = [
@@ -146,7 +147,7 @@ class Baseline:
         self.n_features = None if n_features is None else _positive_int(n_features, "n_features")
         self.seed, self.generator = _seeded(seed)
         self.dtype = dtype
-        self.device = torch.device("cpu") if device is None else torch.device(device)
+        self.device = as_device(device)
         self.n_seen = 0
 
     # ------------------------------------------------------------------ checks

@@ -17,16 +17,21 @@ References
 from __future__ import annotations
 
 import math
+import warnings
 from collections import deque
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import torch
 
+from torchstream.base import ExplainerBase, PluginBase
+from torchstream.checkpoint import check_settings
+from torchstream.devices import to_device
 from torchstream.explain._pdp_grid import (
     GridRule,
     RangeStorage,
     _check_batch,
+    _check_finite,
     _evaluate,
     _evaluation_points,
     _grid_settings,
@@ -44,7 +49,32 @@ if TYPE_CHECKING:
 __all__ = ["IncrementalPDP"]
 
 
-class IncrementalPDP:
+class _CallableImportance(torch.Tensor):
+    """The importance vector that can still be called as the method it used to be: calling
+    it warns (``DeprecationWarning``) and returns the explained feature's score. Arithmetic on
+    it gives plain tensors."""
+
+    _score: float
+    __torch_function__ = torch._C._disabled_torch_function_impl
+
+    @classmethod
+    def of(cls, values: torch.Tensor, score: float) -> _CallableImportance:
+        out = torch.Tensor._make_subclass(cls, values)
+        out._score = score
+        return out
+
+    def __repr__(self, *, tensor_contents: object = None) -> str:
+        return repr(self.as_subclass(torch.Tensor))
+
+    def __call__(self) -> float:
+        warnings.warn(
+            "IncrementalPDP.importance() is deprecated: importance is a property, a tensor [d] "
+            "(NaN at the columns not explained); the explained feature's value is .score",
+            DeprecationWarning, stacklevel=2)
+        return self._score
+
+
+class IncrementalPDP(ExplainerBase, PluginBase):
     r"""Incremental partial dependence plot [^1] of one feature of a model on a data stream.
 
     Algorithm (one call of :meth:`explain` with a batch of ``B`` rows; ``B = 1`` is Alg. 1 of
@@ -81,14 +111,14 @@ class IncrementalPDP:
     says nothing about the range): with ``"rolling"`` / ``"quantile"`` the first batch (the
     first two rows for ``B = 1``; more while values miss the frequency storage's entrance) is only
     stored. The fixed grid needs no warm-up. Until the first explained row, :attr:`grid` and
-    :attr:`pd` are NaN and :meth:`importance` is NaN.
+    :attr:`pd` are NaN and :attr:`score` is NaN.
 
     **A constant feature.** Where the range is a single value (``lo == hi``: the feature did not
     vary over the window, or its two quantiles coincide) the grid is that one point: every row
     is evaluated there once (its ICE curve is one value, kept as ``m`` equal values in
     :attr:`ice`), and while every explained row met such a range :attr:`grid` and :attr:`pd` hold
     one point (the grid exactly the feature's value if it was always the same) and
-    :meth:`importance` is 0. Once the range opens, the smoothed points spread out
+    :attr:`score` is 0. Once the range opens, the smoothed points spread out
     geometrically like after any change of range.
 
     **Batches.** For ``B > 1`` the model is held fixed within the batch and the evaluation
@@ -164,13 +194,16 @@ class IncrementalPDP:
     >>> X = torch.rand(3000, 2, generator=g, dtype=torch.float64) * 2 - 1
     >>> ipdp = IncrementalPDP(lambda Z: Z[:, 0] ** 2 + Z[:, 1], 0, grid_size=5, alpha=0.01)
     >>> for start in range(0, 3000, 10):
-    ...     grid, pd = ipdp.explain(X[start:start + 10])
+    ...     ipdp.explain(X[start:start + 10])
+    >>> grid, pd = ipdp.grid, ipdp.pd
     >>> [round(v, 2) for v in grid.tolist()]
     [-1.0, -0.5, -0.0, 0.5, 1.0]
     >>> [round(v, 2) for v in pd.tolist()]
     [0.96, 0.21, -0.04, 0.21, 0.95]
-    >>> round(ipdp.importance(), 3)
+    >>> round(ipdp.score, 3)
     0.466
+    >>> [round(v, 3) for v in ipdp.importance.tolist()]  # [d]: only x0 is explained
+    [0.466, nan]
 
     References
     ----------
@@ -310,7 +343,27 @@ class IncrementalPDP:
         """The evaluation points of each curve in :attr:`ice` ``[<= n_ice, m]``."""
         return self._ice_grid.clone()
 
-    def importance(self) -> float:
+    @property
+    def importance(self) -> torch.Tensor:
+        """The importance per column of ``X`` ``[d]``: :attr:`score` at the explained
+        ``feature``, NaN at the columns this explainer does not explain (``d`` is fixed by the
+        first batch; before it the vector has ``feature + 1`` entries, all NaN).
+
+        Calling it, ``importance()``, is the older form: it still returns :attr:`score`, with
+        a ``DeprecationWarning``."""
+        d = self.n_features if self.n_features is not None else self.feature + 1
+        values = torch.full((d,), math.nan, dtype=torch.float64)
+        values[self.feature] = self.score
+        return _CallableImportance.of(values, self.score)
+
+    @property
+    def feature_names(self) -> list[str]:  # type: ignore[override]
+        """Names of the columns of :attr:`importance` (``feature_name`` at ``feature``)."""
+        d = self.n_features if self.n_features is not None else self.feature + 1
+        return [self.feature_name if j == self.feature else f"x{j}" for j in range(d)]
+
+    @property
+    def score(self) -> float:
         """PDP-based importance: the sample standard deviation (ddof = 1) of the debiased PD
         values over the grid (Greenwell et al. 2018); NaN before the first explained row. For a
         linear PD with slope ``beta`` on ``m`` equidistant points of ``[a, b]`` it is
@@ -330,15 +383,14 @@ class IncrementalPDP:
             "n_explained": self.n_explained,
             "grid": self.grid.tolist(),
             "pd": self.pd.tolist(),
-            "importance": self.importance(),
+            "importance": self.score,
         }
 
     # ------------------------------------------------------------------ explaining
-    def explain(
-        self, X: torch.Tensor, y: torch.Tensor | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Explain the rows ``X [B, d]`` (``y`` is not used) with the current model and return
-        the debiased ``(grid, pd)`` (``[m]``, or ``[1]`` for a one-point grid); the feature
+    def explain(self, X: torch.Tensor, y: torch.Tensor | None = None) -> None:
+        """Explain the rows ``X [B, d]`` (``y`` is not used) with the current model (the
+        debiased plot is then :attr:`grid`, :attr:`pd`: ``[m]``, or ``[1]`` for a one-point
+        grid); the feature
         values enter the range storage afterwards. A batch with a NaN / inf value in any column,
         or a model output that is not finite, raises ``ValueError`` naming the batch row (and
         column) and leaves the explainer unchanged."""
@@ -347,21 +399,23 @@ class IncrementalPDP:
                 "IncrementalPDP was built with model_fn=None: pass model_fn= to use explain(), "
                 "or use it as a plug-in (it then explains batch.learner)"
             )
-        return self._explain(X, self.model_fn)
+        self._explain(X, self.model_fn)
 
-    def _explain(self, X: torch.Tensor, model_fn: ModelFn) -> tuple[torch.Tensor, torch.Tensor]:
-        X, d = _check_batch(X, self.feature, self.feature_name, self.n_features, self.n_batches)
+    def _explain(self, X: torch.Tensor, model_fn: ModelFn) -> None:
+        X, d = _check_batch(X, self.feature, self.feature_name, self.n_features)
         values = X[:, self.feature].detach()
+        # one host read: the batch's check sum, with the values the range storage keeps
+        host = torch.cat([X.sum().view(1), values]).to("cpu", torch.float64)
+        _check_finite(X, float(host[0]), self.feature, self.feature_name, self.n_batches)
         points = _evaluation_points(self._fixed, self.storage, self.quantiles, self.grid_size)
         if points is not None:
             self._fold(X, points, model_fn)
         self.n_features = d
         if self.storage is not None:
-            self.storage.update(values.to("cpu", torch.float64))
+            self.storage.update(host[1:])
         self.n_seen += X.shape[0]
         self.n_batches += 1
         self._snapshot()
-        return self.grid, self.pd
 
     def _fold(self, X: torch.Tensor, points: torch.Tensor, model_fn: ModelFn) -> None:
         b, d = X.shape
@@ -370,7 +424,7 @@ class IncrementalPDP:
         acc = torch.float32 if device.type == "mps" else torch.float64
         if self._ema.device != device or self._ema.raw.dtype != acc:
             self._move(device, acc)
-        z = points.to(device=device, dtype=X.dtype)
+        z = to_device(points, device, X.dtype)
         n_points = z.shape[0]  # m, or 1 for a one-point range
         modified = X.detach().unsqueeze(1).expand(b, n_points, d).clone()
         modified[:, :, self.feature] = z
@@ -413,7 +467,7 @@ class IncrementalPDP:
         self._explain(batch.X, model_fn)
         if self.n_explained == 0:
             return {}
-        return {f"{self.name}/importance": self.importance()}
+        return {f"{self.name}/importance": self.score}
 
     def figures(self) -> dict[str, Figure]:
         """``{"ipdp/<feature_name>": figure of plot()}`` (for sinks that log figures)."""
@@ -446,14 +500,9 @@ class IncrementalPDP:
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        own = (type(self).__name__, self.feature, self.grid_size, self.grid_rule)
-        theirs = (state.get("class"), state.get("feature"), state.get("grid_size"),
-                  state.get("grid_rule"))
-        if own != theirs:
-            raise ValueError(
-                f"state is for (class, feature, grid_size, grid) = {theirs}, this explainer "
-                f"has {own}"
-            )
+        own = {"class": type(self).__name__, "feature": self.feature,
+               "grid_size": self.grid_size, "grid_rule": self.grid_rule}
+        check_settings(state, own, "IncrementalPDP")
         device = self._ema.device
         raw = state["ema"]["raw"]
         self._ema.raw = self._ema.raw.to(raw.dtype)  # keep the saved precision exactly

@@ -111,7 +111,7 @@ class IncrementalPFI(LossExplainer):
     >>> y = X @ beta + 0.5 * torch.randn(20000, generator=g, dtype=torch.float64)
     >>> ipfi = IncrementalPFI(lambda Z: Z @ beta, "mse", 3, alpha=0.0005, seed=0)
     >>> for start in range(0, 20000, 50):
-    ...     _ = ipfi.explain(X[start:start + 50], y[start:start + 50])
+    ...     ipfi.explain(X[start:start + 50], y[start:start + 50])
     >>> {k: round(v, 2) for k, v in ipfi.as_dict().items()}
     {'x0': 2.0, 'x1': 7.9, 'x2': 0.0}
     >>> ipfi.n_explained  # the first batch only fills the storage

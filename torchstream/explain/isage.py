@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 import torch
 
+from torchstream.devices import to_device
 from torchstream.explain._base import LossExplainer, _acc_dtype, ema_prefix
 from torchstream.explain.imputers import MarginalImputer
 from torchstream.explain.storage._common import _Reservoir
@@ -164,7 +165,7 @@ class IncrementalSAGE(LossExplainer):
     ...     isage = IncrementalSAGE(lambda Z: Z @ beta, "mse", 3, alpha=0.0005,
     ...                             empty_prediction=empty, seed=0)
     ...     for start in range(0, 20000, 50):
-    ...         _ = isage.explain(X[start:start + 50], y[start:start + 50])
+    ...         isage.explain(X[start:start + 50], y[start:start + 50])
     ...     print(empty, [round(v, 2) for v in isage.importance.tolist()])
     ema [0.62, 6.17, -1.9]
     imputed [1.77, 8.17, 0.51]
@@ -183,7 +184,7 @@ class IncrementalSAGE(LossExplainer):
     ...     isage = IncrementalSAGE(lambda Z: Z[:, 1], "mse", 3, alpha=0.002, removal=removal,
     ...                             empty_prediction="imputed", seed=0)
     ...     for start in range(0, 6000, 200):
-    ...         _ = isage.explain(X[start:start + 200], y[start:start + 200])
+    ...         isage.explain(X[start:start + 200], y[start:start + 200])
     ...     print(removal, [round(v, 2) for v in isage.importance.tolist()])
     observational [1.15, 1.33, -0.02]
     interventional [0.14, 2.29, 0.02]
@@ -303,11 +304,12 @@ class IncrementalSAGE(LossExplainer):
         g = d - first  # imputed coalition sizes first..d-1
         rows = g * m
         buf, sizes, ranks = self._plan(b, X)
-        perm = torch.rand(b, d, generator=self.generator).argsort(1)
+        # the uniforms come from the CPU generator (the same permutations on every device);
+        # they are sorted where the batch is (stable: ties, rare in float32, break alike)
+        u = to_device(torch.rand(b, d, generator=self.generator), X.device)
+        perm = u.argsort(dim=1, stable=True)
         # rank[b, j]: position of feature j in row b's permutation (the inverse permutation)
         rank = torch.empty_like(perm).scatter_(1, perm, ranks)
-        if rank.device != X.device:
-            rank = rank.to(X.device)
         if rows:
             self._impute_into(buf[1:], X, rank, sizes)
             buf[0].copy_(X)
@@ -361,8 +363,8 @@ class IncrementalSAGE(LossExplainer):
 
     def _plan(self, b: int, X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Cached per ``(B, dtype, device)``: the input buffer ``[1 + G m, B, d]``, the coalition
-        size of every imputed group as ``[G m, 1, 1]`` (on ``X``'s device) and the positions
-        ``0..d-1`` as ``[B, d]`` (for the inverse permutation)."""
+        size of every imputed group as ``[G m, 1, 1]`` and the positions ``0..d-1`` as ``[B, d]``
+        (for the inverse permutation), all on ``X``'s device."""
         key = (b, X.dtype, X.device)
         if self._plan_key != key:
             d, m = self.n_features, self.n_samples
@@ -372,7 +374,7 @@ class IncrementalSAGE(LossExplainer):
             self._plan_cache = (
                 torch.empty(1 + rows, b, d, dtype=X.dtype, device=X.device),
                 sizes.to(X.device),
-                torch.arange(d).expand(b, d),
+                torch.arange(d, device=X.device).expand(b, d),
             )
             self._plan_key = key
         return self._plan_cache
@@ -408,6 +410,8 @@ class IncrementalSAGE(LossExplainer):
             torch.where(present, X, drawn, out=out)
             return
         mask = rank.view(b, 1, d) < sizes.view(1, rows, 1)  # [B, G m, d]
+        if self._pending is not None:  # a sampler checks and reads x itself: the batch first
+            self._resolve_pending([])
         imputed = imputer.impute(X, mask, storage)
         if imputed.shape != (b, rows, d):
             raise ValueError(f"imputer returned {list(imputed.shape)}, expected [{b}, {rows}, {d}]")

@@ -34,6 +34,8 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
+from torchstream.devices import to_device
+
 __all__ = ["ExponentialSmoother", "alpha_for_window", "check_alpha"]
 
 
@@ -163,7 +165,7 @@ class ExponentialSmoother:
         else:
             corr = 1.0 - (1.0 - self.alpha) ** self.n * ri_host
         inv = np.divide(1.0, corr, out=np.zeros(b), where=corr > 0).reshape(-1, 1)
-        inv_t = torch.from_numpy(inv).to(device=raw.device, dtype=raw.dtype)
+        inv_t = to_device(torch.from_numpy(inv), raw.device, raw.dtype)
         dev = torch.addcmul(flat, raw_before, inv_t, value=-1.0).square_()
         if self.n == 0:
             dev[0] = 0.0  # no estimate exists before the very first value

@@ -22,7 +22,12 @@ from collections.abc import Hashable, Sequence
 from typing import Any, Literal
 
 import numpy as np
+import pandas as pd
 import torch
+from river import base as river_base
+from river.tree.nodes.branch import NominalBinaryBranch, NumericBinaryBranch
+from river.tree.nodes.htc_nodes import LeafMajorityClass, LeafNaiveBayes, LeafNaiveBayesAdaptive
+from river.tree.splitter import GaussianSplitter
 from torch import nn
 
 from torchstream.schema import Schema
@@ -61,10 +66,8 @@ class RiverModelFn:
         output: Output = "auto",
         classes: Sequence[Hashable] | None = None,
     ) -> None:
-        from river import base
-
         if output == "auto":
-            output = "proba" if isinstance(model, base.Classifier) else "value"
+            output = "proba" if isinstance(model, river_base.Classifier) else "value"
         if output not in ("proba", "value"):
             raise ValueError(f"output must be 'auto', 'proba' or 'value', got {output!r}")
         self.model, self.schema, self.output = model, schema, output
@@ -87,8 +90,6 @@ class RiverModelFn:
         if self.output == "value":
             many = getattr(self.model, "predict_many", None)
             if many is not None:
-                import pandas as pd
-
                 try:
                     return _to_tensor(many(pd.DataFrame(rows)).to_numpy(), X)
                 except NotImplementedError:
@@ -157,14 +158,6 @@ class _CompiledTree:
 
     @classmethod
     def build(cls, model: Any, schema: Schema, classes: list[Hashable]) -> _CompiledTree:
-        from river.tree.nodes.branch import NominalBinaryBranch, NumericBinaryBranch
-        from river.tree.nodes.htc_nodes import (
-            LeafMajorityClass,
-            LeafNaiveBayes,
-            LeafNaiveBayesAdaptive,
-        )
-        from river.tree.splitter import GaussianSplitter
-
         col = {f.name: schema._offsets[j] for j, f in enumerate(schema.features)}
         out = {c: i for i, c in enumerate(classes)}
         self = cls()

@@ -12,6 +12,7 @@ import torch
 from river import base as river_base
 from torch import nn
 
+from torchstream.devices import as_device
 from torchstream.learners.divergence import (
     DIVERGENCE_ACTIONS,
     DivergenceError,
@@ -19,6 +20,7 @@ from torchstream.learners.divergence import (
     OnDivergence,
 )
 from torchstream.learners.guard import DivergenceGuard, frozen_copy
+from torchstream.learners.network import LearnerNetwork, Standardize
 from torchstream.learners.river_api import RiverAPI
 from torchstream.learners.scaling import RunningStandardizer
 from torchstream.learners.training import (
@@ -26,15 +28,20 @@ from torchstream.learners.training import (
     TrainLoss,
     binary_link,
     build_optimizer,
+    grow_input_layer,
     grow_output_layer,
+    input_layer,
     mode_sensitive,
     optimizer_step,
     training_loss,
+    widened_state,
 )
 from torchstream.models.mlp import MLP
 from torchstream.schema import Schema, match_key
 
 __all__ = [
+    "INCREMENTAL_CHECK_SKIPS",
+    "RIVER_CHECK_SKIPS",
     "DivergenceError",
     "OnlineClassifier",
     "OnlineLearner",
@@ -47,12 +54,12 @@ Task = Literal["classification", "regression"]
 
 
 # river's `check_estimator` checks this learner does not pass, and why (read by
-# `_unit_test_skips`).
+# `_unit_test_skips`): with a fixed input width (the default) ...
 RIVER_CHECK_SKIPS: dict[str, str] = {
     "check_emerging_features": (
         "the network's input width is fixed by the schema: a row missing a feature, or with a "
         "feature the schema lacks, is an error naming the row and the features (never imputed "
-        "or dropped)"
+        "or dropped); feature_incremental=True passes this check"
     ),
     "check_disappearing_features": "as check_emerging_features: a missing feature is an error",
     "check_radically_disappearing_features": (
@@ -65,6 +72,14 @@ RIVER_CHECK_SKIPS: dict[str, str] = {
     ),
     "check_learn_many_matches_learn_one": (
         "the check changes the feature set between batches (an error, as above), and "
+        "learn_many takes one optimiser step on the batch's mean loss where learn_one takes one "
+        "per row: different trajectories by design"
+    ),
+}
+
+# ... and with ``feature_incremental=True``.
+INCREMENTAL_CHECK_SKIPS: dict[str, str] = {
+    "check_learn_many_matches_learn_one": (
         "learn_many takes one optimiser step on the batch's mean loss where learn_one takes one "
         "per row: different trajectories by design"
     ),
@@ -97,10 +112,11 @@ class _InitSignature:
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
-    """``"auto"`` (or ``None``) picks CUDA when present, else the CPU."""
+    """``"auto"`` (or ``None``) picks CUDA when present, else the CPU; a CUDA device gets its
+    index (:func:`~torchstream.devices.as_device`)."""
     if device is None or device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
+        return as_device("cuda" if torch.cuda.is_available() else "cpu")
+    return as_device(device)
 
 
 class OnlineLearner(RiverAPI, DivergenceGuard, river_base.Estimator):
@@ -139,6 +155,21 @@ class OnlineLearner(RiverAPI, DivergenceGuard, river_base.Estimator):
     scale_targets
         Regression only: learn on standardised targets and predict in the original unit
         (default ``True`` for regression).
+    feature_incremental
+        Dict rows only. ``False`` (default): the input width is fixed and a row must hold
+        exactly the schema's features (anything else is an error naming the row and the
+        features). ``True`` (for river pipelines whose rows change keys, such as
+        ``preprocessing.OneHotEncoder() | learner``): a feature absent from a row is read as
+        0, never an error; a key never seen before, in a row being *learned*, appends a numeric
+        feature to the schema and an input column to the module's input layer (its first
+        ``nn.Linear``) whose weights start at 0, so every prediction is unchanged at the moment
+        of growth; the optimiser keeps its state, with the new columns' state set to what it
+        would be had the feature been 0 in every earlier row (zero moments / momentum, see
+        :func:`~torchstream.learners.training.widened_state`), and so do the input scaler's
+        statistics. At prediction, a key not yet learned is ignored (its weights would be 0).
+        An inferred schema then orders the first row's keys, and each batch of new keys, by
+        name, so the key order of a dict never matters. A declared schema must be numeric
+        without nullable features. ``feature_names`` lists the columns, grown ones included.
     device, dtype
         Where the module lives (``"auto"``: CUDA when present) and its float type
         (``None``: ``torch.float32``).
@@ -192,6 +223,7 @@ class OnlineLearner(RiverAPI, DivergenceGuard, river_base.Estimator):
         classes: Sequence[Hashable] | None = None,
         schema: Schema | None = None,
         n_features: int | None = None,
+        feature_incremental: bool = False,
         scale_inputs: bool = False,
         scale_targets: bool | None = None,
         device: str | torch.device | None = "cpu",
@@ -204,7 +236,8 @@ class OnlineLearner(RiverAPI, DivergenceGuard, river_base.Estimator):
             "module": _pristine(module),
             "task": task, "loss": loss, "optimizer": optimizer, "lr": lr,
             "optimizer_kwargs": optimizer_kwargs, "classes": classes, "schema": schema,
-            "n_features": n_features, "scale_inputs": scale_inputs,
+            "n_features": n_features, "feature_incremental": feature_incremental,
+            "scale_inputs": scale_inputs,
             "scale_targets": scale_targets, "device": device, "dtype": dtype, "seed": seed,
             "on_divergence": on_divergence, "divergence_factor": divergence_factor,
         }  # fmt: skip
@@ -241,6 +274,16 @@ class OnlineLearner(RiverAPI, DivergenceGuard, river_base.Estimator):
         if schema is not None and n_features is not None and n_features != schema.n_columns:
             raise ValueError(f"n_features={n_features} but the schema has {schema.n_columns} columns")
         self.n_features = schema.n_columns if schema is not None else n_features
+        if not isinstance(feature_incremental, bool):
+            raise TypeError(
+                f"feature_incremental must be True or False, got {feature_incremental!r}"
+            )
+        if feature_incremental and schema is not None and not schema._plain_numeric:
+            raise ValueError(
+                "feature_incremental=True reads an absent feature as 0, which needs a numeric "
+                "schema without nullable features; one-hot encode categorical features upstream"
+            )
+        self.feature_incremental = feature_incremental
         self.classes_: list[Hashable] = []
         self._codes: dict[tuple[bool, Hashable], int] = {}
         self._fixed_classes = classes is not None
@@ -254,6 +297,11 @@ class OnlineLearner(RiverAPI, DivergenceGuard, river_base.Estimator):
         self.target_scaler: RunningStandardizer | None = None
         self.link: Callable[[torch.Tensor], torch.Tensor] | None = None
         self._last_forward: tuple[torch.Tensor, int, torch.Tensor] | None = None
+        self._last_loss: torch.Tensor | None = None
+        # the last batch whose values were checked finite (and its version): a prediction and
+        # the learning step of the same batch check it once
+        self._checked_X: torch.Tensor | None = None
+        self._checked_version = -1
         self._last_encoded: tuple[list[Any], torch.Tensor] | None = None  # never mutated
         self._mode_sensitive = False
         self.n_samples_seen = 0
@@ -297,13 +345,20 @@ class OnlineLearner(RiverAPI, DivergenceGuard, river_base.Estimator):
         yield {"module": MLP}
 
     def _unit_test_skips(self) -> set[str]:
-        return set(RIVER_CHECK_SKIPS)
+        return set(INCREMENTAL_CHECK_SKIPS if self.feature_incremental else RIVER_CHECK_SKIPS)
+
+    @property
+    def feature_names(self) -> list[str] | None:
+        """The input columns in order (grown ones included); ``None`` before the schema is
+        known (declared, or inferred from the first dict row)."""
+        return None if self.schema is None else list(self.schema.columns)
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickle / deepcopy state, without the per-step caches (an autograd graph, gradient
         buffers that a copy would no longer share with its parameters)."""
         state = self.__dict__.copy()
         state["_last_forward"] = state["_last_encoded"] = None
+        state["_checked_X"], state["_checked_version"] = None, -1
         if "_grads" in state:
             state["_grads"] = None
         return state
@@ -346,6 +401,41 @@ class OnlineLearner(RiverAPI, DivergenceGuard, river_base.Estimator):
         )
         self._params = [p for g in self.optimizer.param_groups for p in g["params"]]
 
+    def _add_features(self, names: Sequence[Hashable]) -> None:
+        """``feature_incremental``: append numeric features ``names`` to the schema and grow the
+        module's input layer, its optimiser state and the input scaler (zero columns)."""
+        assert self.schema is not None
+        if self.module is not None:
+            input_layer(self.module)  # a module that cannot grow fails before any change
+        s = self.schema
+        self.schema = Schema([*s.features, *names], encoding=s.encoding, unseen=s.unseen)
+        self.n_features = self.schema.n_columns
+        self._widen(keep_optimizer_state=True)
+
+    def _widen(self, *, keep_optimizer_state: bool) -> None:
+        """Grow the module (and the divergence reference copy, the input scaler) to
+        ``n_features`` inputs, when it is narrower; a new optimiser follows the new weight."""
+        if self.module is None or input_layer(self.module).in_features >= self.n_features:
+            return
+        assert self.n_features is not None
+        self._last_forward = self._last_encoded = None
+        old_opt = self.optimizer
+        old_w, new_w = grow_input_layer(self.module, self.n_features)
+        if self._initial is not None:
+            grow_input_layer(self._initial, self.n_features)
+        if self.input_scaler is not None:
+            self.input_scaler.grow(self.n_features)
+        self._make_optimizer()
+        if not keep_optimizer_state or old_opt is None:
+            return
+        assert self.optimizer is not None
+        for group in self.optimizer.param_groups:
+            for p in group["params"]:
+                if p is new_w and old_w in old_opt.state:
+                    self.optimizer.state[p] = widened_state(old_opt.state[old_w], old_w, p, group)
+                elif p in old_opt.state:
+                    self.optimizer.state[p] = old_opt.state[p]
+
     def _ensure_module(self, X: torch.Tensor) -> nn.Module:
         if self.module is None:
             self.n_features = X.shape[1]
@@ -364,9 +454,12 @@ class OnlineLearner(RiverAPI, DivergenceGuard, river_base.Estimator):
         if self.n_features is not None and X.shape[1] != self.n_features:
             raise ValueError(f"X has {X.shape[1]} columns, the learner expects {self.n_features}")
         raw, X = X, X.to(device=self.device, dtype=self.dtype)
+        if raw is self._checked_X and raw._version == self._checked_version:
+            return X  # the batch the prediction just checked, unchanged: no second host read
         if not bool(torch.isfinite(X).all()):
             r, c = (~torch.isfinite(X)).nonzero()[0].tolist()
             self._raise_bad_value(float(raw[r, c]), f"X row {r}", c)
+        self._checked_X, self._checked_version = raw, raw._version
         return X
 
     def _check_range(self, X: torch.Tensor, first_row: int) -> None:
@@ -417,12 +510,40 @@ class OnlineLearner(RiverAPI, DivergenceGuard, river_base.Estimator):
 
     forward = __call__
 
-    def learn(self, X: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        """One optimiser step on the batch ``(X [B, d], y [B])``; returns the batch's mean loss
-        (a detached scalar tensor, so that no device sync is forced)."""
+    @property
+    def network(self) -> LearnerNetwork:
+        """The learner's whole prediction as an ``nn.Module`` (input scaling, the module, the
+        output probabilities or values) for captum and other module-based tools: its output is
+        ``learner(X)``; it shares the learner's parameters and statistics. Needs a built module
+        (after the first batch, or with ``n_features`` given)."""
+        if self.module is None:
+            if self.n_features is None:
+                raise RuntimeError("the learner has no module yet: learn or predict a batch first")
+            self._ensure_module(torch.zeros(1, self.n_features, dtype=self.dtype,
+                                            device=self.device))
+        assert self.module is not None
+        self._set_mode(False)
+        return LearnerNetwork(Standardize(self.input_scaler), self.module, self._output_module())
+
+    def _output_module(self) -> torch.nn.Module:  # pragma: no cover - per task
+        raise NotImplementedError
+
+    def register_classes(self, classes: Sequence[Hashable]) -> None:
+        """A regressor has no classes: only an empty list is accepted."""
+        if len(classes):
+            raise ValueError(f"a regression learner has no classes, got {list(classes)!r}")
+
+    def learn(self, X: torch.Tensor, y: torch.Tensor) -> None:
+        """One optimiser step on the batch ``(X [B, d], y [B])``. The batch's mean loss is
+        :attr:`last_loss` (read on demand, so that learning forces no extra device sync)."""
         X = self._check_X(X)
         y = self._check_y(y, X.shape[0])
-        return self._step(X, y)
+        self._last_loss = self._step(X, y)
+
+    @property
+    def last_loss(self) -> float:
+        """The mean training loss of the last step (NaN before the first one)."""
+        return float("nan") if self._last_loss is None else float(self._last_loss)
 
     def _step(
         self, X: torch.Tensor, y: torch.Tensor, out: torch.Tensor | None = None
@@ -537,6 +658,8 @@ class OnlineLearner(RiverAPI, DivergenceGuard, river_base.Estimator):
         if self.module is None:
             self._build()
         assert self.module is not None
+        if self.feature_incremental:  # a learner that grew after this one was built
+            self._widen(keep_optimizer_state=False)
         n_out = _output_width(state["module"])
         if n_out is not None and self.task == "classification":
             grow_output_layer(self.module, n_out)

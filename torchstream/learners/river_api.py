@@ -1,5 +1,8 @@
 """River's API for :class:`~torchstream.learners.OnlineLearner`: dict rows and pandas frames
-at the edge, encoded once through the learner's :class:`~torchstream.schema.Schema`."""
+at the edge, encoded once through the learner's :class:`~torchstream.schema.Schema`.
+
+With ``feature_incremental=True`` a learned row's new keys first grow the schema and the
+module (``_add_features``), and a row's absent keys are read as 0 (``_complete``)."""
 
 from __future__ import annotations
 
@@ -13,9 +16,16 @@ from torchstream.schema import Schema
 __all__ = ["RiverAPI"]
 
 
+def _name_order(name: Hashable) -> tuple[str, str]:
+    """Sort key of feature names of any hashable type."""
+    return (type(name).__name__, str(name))
+
+
 class RiverAPI:
     """``learn_one`` / ``predict_one`` / ``learn_many`` / ``predict_many`` on top of the tensor
     core (``_step``, ``_infer``, ``_targets_from_labels``, ``_labels_from_tensor``)."""
+
+    feature_incremental: bool
 
     def _infer_schema(self, x: Mapping[Hashable, Any]) -> Schema:
         for k, v in x.items():
@@ -24,16 +34,45 @@ class RiverAPI:
                     f"feature {k!r} holds the string {v!r}: pass a Schema with its categories "
                     f"(schema=...) or put a one-hot encoder before the learner"
                 )
-        schema = Schema(list(x))
+        names = sorted(x, key=_name_order) if self.feature_incremental else list(x)
+        schema = Schema(names)
         if self.n_features is not None and schema.n_columns != self.n_features:
             raise ValueError(f"row has {schema.n_columns} features, the learner expects {self.n_features}")
         self.n_features = schema.n_columns
         return schema
 
-    def _encode_one(self, x: Mapping[Hashable, Any]) -> torch.Tensor:
+    def _grow_schema(self, rows: Sequence[Mapping[Hashable, Any]]) -> None:
+        """``feature_incremental``: the rows' keys the schema lacks become features (sorted)."""
+        assert self.schema is not None
+        known = self.schema._name_set
+        new = {k for r in rows for k in r if k not in known}
+        for i, r in enumerate(rows):  # checked before anything grows
+            for k in new & r.keys():
+                if isinstance(r[k], (str, bytes)):
+                    raise ValueError(
+                        f"row {self.n_samples_seen + i:,}: new feature {k!r} holds the string "
+                        f"{r[k]!r}; put a one-hot encoder before the learner"
+                    )
+        if new:
+            self._add_features(sorted(new, key=_name_order))
+
+    def _complete(self, x: Mapping[Hashable, Any]) -> Mapping[Hashable, Any]:
+        """``feature_incremental``: the row with exactly the schema's keys, an absent feature
+        read as 0 and a key not (yet) learned left out (its weights would be 0)."""
+        assert self.schema is not None
+        if x.keys() == self.schema._name_set:
+            return x
+        return {n: x.get(n, 0.0) for n in self.schema.names}
+
+    def _encode_one(self, x: Mapping[Hashable, Any], *, learning: bool = False) -> torch.Tensor:
         schema = self.schema
         if schema is None:
             schema = self.schema = self._infer_schema(x)
+        if self.feature_incremental:
+            if learning:
+                self._grow_schema([x])
+                schema = self.schema
+            x = self._complete(x)
         if schema._plain_numeric and x.keys() == schema._name_set:
             vals = [x[n] for n in schema.names]
             last = self._last_encoded
@@ -57,7 +96,7 @@ class RiverAPI:
         self._check_range(X, first)
         return X.to(device=self.device, dtype=self.dtype)
 
-    def _encode_many(self, X: Any) -> torch.Tensor:
+    def _encode_many(self, X: Any, *, learning: bool = False) -> torch.Tensor:
         fast = self._encode_frame(X)
         if fast is not None:
             return fast
@@ -66,6 +105,10 @@ class RiverAPI:
             raise ValueError("an empty batch of rows")
         if self.schema is None:
             self.schema = self._infer_schema(rows[0])
+        if self.feature_incremental:
+            if learning:
+                self._grow_schema(rows)
+            rows = [self._complete(r) for r in rows]
         return self._encode_rows(rows)
 
     def _encode_frame(self, X: Any) -> torch.Tensor | None:
@@ -88,16 +131,16 @@ class RiverAPI:
         return out.to(device=self.device, dtype=self.dtype)
 
     def learn_one(self, x: Mapping[Hashable, Any], y: Any) -> None:
-        X = self._encode_one(x)
+        X = self._encode_one(x, learning=True)
         y_t = self._targets_from_labels([y], self.n_samples_seen)
-        self._step(X, y_t, self._reuse_forward(X))
+        self._last_loss = self._step(X, y_t, self._reuse_forward(X))
 
     def learn_many(self, X: Any, y: Any) -> None:
-        Xt = self._encode_many(X)
+        Xt = self._encode_many(X, learning=True)
         labels = y.tolist() if hasattr(y, "tolist") else list(y)
         if len(labels) != Xt.shape[0]:
             raise ValueError(f"{Xt.shape[0]} rows but {len(labels)} labels")
-        self._step(Xt, self._targets_from_labels(labels, self.n_samples_seen))
+        self._last_loss = self._step(Xt, self._targets_from_labels(labels, self.n_samples_seen))
 
     def predict_one(self, x: Mapping[Hashable, Any]) -> Any:
         return self._labels_from_tensor(self._infer_one(self._encode_one(x)))[0]

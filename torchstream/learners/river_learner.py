@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from torchstream.base import LearnerBase
 from torchstream.checkpoint import restore_object
 from torchstream.learners.adapters import RiverModelFn
 from torchstream.schema import Schema
@@ -15,7 +16,7 @@ from torchstream.schema import Schema
 __all__ = ["RiverLearner"]
 
 
-class RiverLearner:
+class RiverLearner(LearnerBase):
     """Wrap a river classifier or regressor as ``learner(X) -> predictions`` and
     ``learner.learn(X, y)``.
 
@@ -40,6 +41,8 @@ class RiverLearner:
     ...     learner.learn(X, y)
     >>> learner(X[:2]).shape, learner.task
     (torch.Size([2, 2]), 'classification')
+    >>> learner.clone().model.summary["n_nodes"], learner.model.summary["n_nodes"] > 0
+    (None, True)
     """
 
     def __init__(self, model: Any, schema: Schema, *, n_classes: int = 2) -> None:
@@ -60,6 +63,13 @@ class RiverLearner:
         """A learner for ``stream``: its schema and (for a classifier) its number of classes."""
         classes = getattr(stream, "classes", None)
         return cls(model, stream.schema, n_classes=max(2, len(classes or ())))
+
+    def register_classes(self, classes: list[object]) -> None:
+        """Check that the probability output has a column for each of the stream's
+        ``classes`` (class ``i`` is column ``i``)."""
+        if self.task == "classification" and len(classes) > self.n_classes:
+            raise ValueError(f"the stream has {len(classes)} classes {classes!r} but this "
+                             f"RiverLearner was built with n_classes={self.n_classes}")
 
     def _model_fn(self) -> RiverModelFn:
         if self.task == "classification":

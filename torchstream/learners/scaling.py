@@ -99,6 +99,17 @@ class RunningStandardizer(nn.Module):
         self.count.fill_(n)
         self._cache = None
 
+    @torch.no_grad()
+    def grow(self, n_features: int) -> None:
+        """Widen to ``n_features`` columns; a new column gets mean 0 and no spread, the exact
+        statistics of a column that was 0 in every row seen so far."""
+        add = n_features - self.mean_.shape[0]
+        if add < 0:
+            raise ValueError(f"cannot shrink the standardizer from {self.mean_.shape[0]} columns")
+        self.mean_ = torch.cat([self.mean_, self.mean_.new_zeros(add)])
+        self.m2 = torch.cat([self.m2, self.m2.new_zeros(add)])
+        self._cache = None
+
     def _load_from_state_dict(self, *args: object, **kwargs: object) -> None:
         super()._load_from_state_dict(*args, **kwargs)  # type: ignore[arg-type]
         self._cache = None

@@ -11,6 +11,11 @@ import numpy as np
 import torch
 from river import base as river_base
 
+from torchstream.learners.network import (
+    ClassProbabilities,
+    ProbitLink,
+    RegressionOutput,
+)
 from torchstream.learners.online import OnlineLearner
 from torchstream.learners.training import grow_output_layer
 from torchstream.schema import match_key
@@ -116,22 +121,30 @@ class OnlineClassifier(OnlineLearner, river_base.MiniBatchClassifier):
             raise ValueError(f"y must have shape [{n}], got {list(y.shape)}")
         if y.dtype.is_complex:
             raise ValueError("y must hold class indices (integers), got complex numbers")
+        if not n:
+            return y.long()
+        # one host read for the three facts: any non-integer label, the smallest, the largest
         if y.dtype.is_floating_point:
             bad = ~torch.isfinite(y) | (y != y.round())
-            if bool(bad.any()):
-                i = int(bad.nonzero()[0, 0])
-                raise ValueError(
-                    f"y[{i}] ({_stream_row(self, i)}): {y[i].item()} is not a class index; "
-                    f"classification targets are integers (a missing label cannot be learned)"
-                )
-        y = y.long()
-        if n and int(y.min()) < 0:
+            codes = torch.where(bad, 0, y).long()
+            n_bad = bad.sum()
+        else:
+            codes = y.long()
+            n_bad = torch.zeros((), dtype=torch.long, device=y.device)
+        n_bad_, low, top = torch.stack([n_bad, *torch.aminmax(codes)]).tolist()
+        if n_bad_:
+            i = int(bad.nonzero()[0, 0])
+            raise ValueError(
+                f"y[{i}] ({_stream_row(self, i)}): {y[i].item()} is not a class index; "
+                f"classification targets are integers (a missing label cannot be learned)"
+            )
+        y = codes
+        if low < 0:
             i = int(y.argmin())
             raise ValueError(
                 f"y[{i}] ({_stream_row(self, i)}): class index {int(y[i])}; class indices "
                 f"must be >= 0"
             )
-        top = int(y.max()) if n else -1
         if top >= len(self.classes_):
             if self._fixed_classes:
                 i = int(y.argmax())
@@ -184,7 +197,25 @@ class OnlineClassifier(OnlineLearner, river_base.MiniBatchClassifier):
                 f"(fractional classes: declare them, classes=[...])"
             )
 
+    def register_classes(self, classes: Sequence[Hashable]) -> None:
+        """Take the stream's ``classes`` in its order, so that class indices mean the same in
+        both: the classes known so far must be their beginning; the others are added (the
+        output layer grows)."""
+        have = list(self.classes_)
+        if have != list(classes[: len(have)]):
+            raise ValueError(f"the learner's classes {have!r} do not match the stream's "
+                             f"{list(classes)!r}")
+        for c in classes[len(have):]:
+            self._add_class(c)
+        self._grow_if_needed()
+
     # ------------------------------------------------------------------ outputs
+    def _output_module(self) -> torch.nn.Module:
+        link = None
+        if self.link is not None:
+            link = ProbitLink() if self.link is torch.special.ndtr else torch.nn.Sigmoid()
+        return ClassProbabilities(len(self.classes_), link)
+
     def _outputs(self, out: torch.Tensor) -> torch.Tensor:
         if self.link is not None:
             p = self.link(out.reshape(-1))
@@ -272,6 +303,9 @@ class OnlineRegressor(OnlineLearner, river_base.MiniBatchRegressor):
             return y
         self.target_scaler.update(y.view(-1, 1))
         return self.target_scaler.transform(y.view(-1, 1)).view(-1)
+
+    def _output_module(self) -> torch.nn.Module:
+        return RegressionOutput(self.target_scaler)
 
     def _outputs(self, out: torch.Tensor) -> torch.Tensor:
         out = out.reshape(out.shape[0], -1)

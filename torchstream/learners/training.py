@@ -1,4 +1,4 @@
-"""Optimisers, training losses and output-layer growth for :class:`OnlineLearner`."""
+"""Optimisers, training losses and input / output-layer growth for :class:`OnlineLearner`."""
 
 from __future__ import annotations
 
@@ -14,7 +14,10 @@ __all__ = [
     "TrainLoss",
     "binary_link",
     "build_optimizer",
+    "grow_input_layer",
+    "input_layer",
     "grow_output_layer",
+    "widened_state",
     "mode_sensitive",
     "training_loss",
 ]
@@ -211,3 +214,54 @@ def _replace_in_sequential(module: nn.Module, old: nn.Module, new: nn.Module) ->
         for name, child in parent.named_children():
             if child is old:
                 setattr(parent, name, new)
+
+
+def input_layer(module: nn.Module) -> nn.Linear:
+    """The layer that reads the inputs: the module's first ``nn.Linear`` (registration order)."""
+    for m in module.modules():
+        if isinstance(m, nn.Linear):
+            return m
+    raise ValueError(
+        f"{type(module).__name__} has no nn.Linear to read the inputs; feature_incremental=True "
+        f"needs one as the module's first layer (it grows when a feature appears)"
+    )
+
+
+@torch.no_grad()
+def grow_input_layer(module: nn.Module, n_features: int) -> tuple[nn.Parameter, nn.Parameter]:
+    """Widen the input layer (:func:`input_layer`) to ``n_features`` inputs: the new input
+    columns start at zero weight, so the module's outputs are unchanged for any input and a
+    new feature starts without influence. The bias and every other parameter stay the same
+    objects; a plain ``n_features`` attribute of the module follows the layer. Returns the
+    old and the new weight (the weight is the only parameter replaced)."""
+    layer = input_layer(module)
+    old = layer.weight
+    add = n_features - layer.in_features
+    if add < 0:
+        raise ValueError(f"cannot shrink the input layer from {layer.in_features} to {n_features}")
+    new = nn.Parameter(torch.cat([old.detach(), old.new_zeros(old.shape[0], add)], 1))
+    new.requires_grad_(old.requires_grad)
+    layer.weight = new
+    layer.in_features = n_features
+    if isinstance(vars(module).get("n_features"), int):
+        module.n_features = n_features
+    return old, new
+
+
+def widened_state(
+    state: Mapping[str, Any], old: torch.Tensor, new: torch.Tensor, group: Mapping[str, Any]
+) -> dict[str, Any]:
+    """An optimiser's per-parameter state for ``new``, a copy of ``old`` widened by zero input
+    columns (:func:`grow_input_layer`): every state tensor shaped like ``old`` gets the new
+    columns' state as it would be had their gradient been zero at every earlier step (the
+    gradient of a weight whose input was always 0). That is 0 for moment and momentum buffers
+    (Adam, AdamW, SGD, RMSprop) and the initial accumulator for Adagrad's sum of squares.
+    Step counters and other entries are kept."""
+    add = new.shape[1] - old.shape[1]
+    out: dict[str, Any] = {}
+    for key, v in state.items():
+        if isinstance(v, torch.Tensor) and v.shape == old.shape:
+            fill = float(group.get("initial_accumulator_value", 0.0)) if key == "sum" else 0.0
+            v = torch.cat([v, v.new_full((v.shape[0], add), fill)], 1)
+        out[key] = v
+    return out

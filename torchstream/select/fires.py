@@ -29,6 +29,8 @@ from typing import Any
 
 import torch
 
+from torchstream.base import FeatureSelectorBase
+
 __all__ = ["FIRES", "fires_weights", "minmax_scale"]
 
 
@@ -69,7 +71,7 @@ def _positive(value: Any, name: str) -> float:
     return float(value)
 
 
-class FIRES:
+class FIRES(FeatureSelectorBase):
     """Online feature weighting and selection from a parameter-distribution head.
 
     Per step (``learn``): the head takes one training step on the batch, then FIRES reads the
@@ -122,14 +124,14 @@ class FIRES:
     >>> fires = FIRES(ProbitHead(6), n_selected=2)
     >>> for _ in range(5):
     ...     X = torch.randn(100, 6, generator=g, dtype=torch.float64)
-    ...     _ = fires.learn(X, (X[:, 0] - X[:, 3] > 0).long())
+    ...     fires.learn(X, (X[:, 0] - X[:, 3] > 0).long())
     >>> fires.selected.tolist(), [round(w, 3) for w in fires.weights.tolist()]
     ([0, 3], [1.0, 0.0, 0.012, 0.732, 0.002, 0.004])
 
     From raw ``(mu, sigma)``:
 
     >>> fires = FIRES(n_selected=2, feature_names=["a", "b", "c"], scale_weights=False)
-    >>> _ = fires.update(torch.tensor([0.5, 0.0, -0.3]), torch.tensor([1.0, 1.0, 0.1]))
+    >>> fires.update(torch.tensor([0.5, 0.0, -0.3]), torch.tensor([1.0, 1.0, 0.1]))
     >>> fires.selected.tolist(), {k: round(v, 3) for k, v in fires.as_dict().items()}
     ([0, 2], {'a': 12.0, 'b': -0.5, 'c': 4.495})
     """
@@ -228,16 +230,18 @@ class FIRES:
         return mu, sigma
 
     # ------------------------------------------------------------------ updates
-    def learn(self, X: torch.Tensor, y: torch.Tensor | None = None) -> FIRES:
+    def learn(  # type: ignore[override]
+        self, X: torch.Tensor, y: torch.Tensor | None = None
+    ) -> None:
         """One step: the head learns from ``(X, y)``, then :meth:`update` from its
         ``feature_stats()``."""
         if self.head is None:
             raise RuntimeError("FIRES has no head: pass (mu, sigma) to update() instead")
         self.head.learn(X, y)
         mu, sigma = self.head.feature_stats()
-        return self.update(mu, sigma)
+        self.update(mu, sigma)
 
-    def update(self, mu: torch.Tensor, sigma: torch.Tensor) -> FIRES:
+    def update(self, mu: torch.Tensor, sigma: torch.Tensor) -> None:
         """Recompute weights and selection from per-feature ``mu [d]`` and ``sigma [d]``."""
         mu, sigma = self._check_stats(mu, sigma)
         omega = fires_weights(mu, sigma, self.lambda_s, self.lambda_r)
@@ -246,7 +250,6 @@ class FIRES:
         self.selected = order[: self.n_selected].clone()
         self._history.append((self.n_updates, self.weights.cpu().clone(), self.selected.cpu()))
         self.n_updates += 1
-        return self
 
     # ------------------------------------------------------------------ views
     @property

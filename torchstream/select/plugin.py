@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from torchstream.base import FeatureSelectorBase, PluginBase
 from torchstream.drift.erics import _to_head
 from torchstream.select.fires import FIRES
 from torchstream.select.stability import StabilityTracker
@@ -30,16 +31,17 @@ if TYPE_CHECKING:
 __all__ = ["FIRESSelector"]
 
 
-class FIRESSelector:
+class FIRESSelector(FeatureSelectorBase, PluginBase):
     """Runner plug-in: mask the unselected features, learn FIRES, log weights and stability.
 
     Hooks (see :mod:`torchstream.evaluate.plugins`):
 
     * ``transform(X, step)``: keeps the raw ``X`` and returns a copy whose unselected columns
       hold ``baseline``. Before FIRES's first update nothing is known, so nothing is masked.
-    * ``on_batch(batch)``: ``fires.learn(raw X, y)``, then the stability of the last
-      ``stability_window`` selections; returns ``{"fires/<feature>": weight, ...,
-      "fires/stability": FSS}`` (FSS is ``nan`` until the window is full).
+    * ``on_batch(batch)``: :meth:`learn` from the raw ``X`` (``fires.learn``, then the
+      stability of the last ``stability_window`` selections); returns :meth:`scalars`,
+      ``{"fires/<feature>": weight, ..., "fires/stability": FSS}`` (FSS is ``nan`` until the
+      window is full).
     * ``figures()``: weights over time and the selection heat map.
 
     Parameters
@@ -63,9 +65,9 @@ class FIRESSelector:
     >>> X = torch.tensor([[1.0, 2.0, 3.0], [-1.0, 0.5, 1.0]], dtype=torch.float64)
     >>> sel.transform(X, 0).tolist()  # nothing learnt yet: unmasked
     [[1.0, 2.0, 3.0], [-1.0, 0.5, 1.0]]
-    >>> _ = sel.learn(X, torch.tensor([1, 0]))
-    >>> sel.fires.selected.tolist(), sel.transform(X, 1).tolist()
-    ([0], [[1.0, 0.0, 0.0], [-1.0, 0.0, 0.0]])
+    >>> sel.learn(X, torch.tensor([1, 0]))
+    >>> sel.fires.selected.tolist(), sel.transform(X, 1).tolist(), sel.mask.tolist()
+    ([0], [[1.0, 0.0, 0.0], [-1.0, 0.0, 0.0]], [True, False, False])
     """
 
     name = "fires"
@@ -103,6 +105,18 @@ class FIRESSelector:
         self.stability = StabilityTracker(d, window=stability_window)
         self.log_weights = bool(log_weights)
         self._raw: tuple[int, torch.Tensor] | None = None
+        #: The stability of the last ``stability_window`` selections after the last update.
+        self.last_stability = math.nan
+
+    @property
+    def weights(self) -> torch.Tensor | None:
+        """FIRES's weights ``[d]`` (None before the first update)."""
+        return self.fires.weights
+
+    @property
+    def mask(self) -> torch.Tensor | None:
+        """FIRES's selection as a boolean ``[d]`` (None before the first update)."""
+        return self.fires.mask
 
     def mask_features(self, X: torch.Tensor) -> torch.Tensor:
         """``X`` with the unselected columns set to the baseline (a new tensor)."""
@@ -124,16 +138,20 @@ class FIRESSelector:
         self._raw = (int(step), X)
         return self.mask_features(X)
 
-    def learn(self, X: torch.Tensor, y: torch.Tensor | None) -> dict[str, float]:
-        """FIRES learns from the raw batch; then the stability update. Returns the scalars."""
+    def learn(self, X: torch.Tensor, y: torch.Tensor | None) -> None:  # type: ignore[override]
+        """FIRES learns from the raw batch; then the stability update (:meth:`scalars`)."""
         self.fires.learn(*_to_head(self.fires.head, X, y))
         assert self.fires.mask is not None
-        fss = self.stability.update(self.fires.mask.cpu())
+        self.last_stability = self.stability.update(self.fires.mask.cpu())
+
+    def scalars(self) -> dict[str, float]:
+        """``{"fires/<feature>": weight, ...}`` (with ``log_weights``) and
+        ``"fires/stability"`` after the last update."""
         out: dict[str, float] = {}
         if self.log_weights:
             for name, w in self.fires.as_dict().items():
                 out[f"fires/{name}"] = w
-        out["fires/stability"] = fss
+        out["fires/stability"] = self.last_stability
         return out
 
     def on_batch(self, batch: Any) -> Mapping[str, float]:
@@ -144,7 +162,8 @@ class FIRESSelector:
         else:
             X = batch.X
         self._raw = None
-        return self.learn(X, batch.y)
+        self.learn(X, batch.y)
+        return self.scalars()
 
     def figures(self) -> dict[str, Figure]:
         """``{"fires/weights": ..., "fires/selection": ...}`` (standalone Agg figures)."""
@@ -162,11 +181,13 @@ class FIRESSelector:
         }
 
     def state_dict(self) -> dict[str, Any]:
-        return {"fires": self.fires.state_dict(), "stability": self.stability.state_dict()}
+        return {"fires": self.fires.state_dict(), "stability": self.stability.state_dict(),
+                "last_stability": self.last_stability}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.fires.load_state_dict(state["fires"])
         self.stability.load_state_dict(state["stability"])
+        self.last_stability = float(state["last_stability"])
         self._raw = None
 
     def __repr__(self) -> str:

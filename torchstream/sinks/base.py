@@ -1,7 +1,9 @@
-"""The :class:`Sink` protocol and the tag convention shared by all sinks.
+"""The :class:`Sink` contract (:mod:`torchstream.base`) and the tag convention shared by all
+sinks.
 
-A sink receives the run configuration once (:meth:`Sink.log_config`), then scalar values keyed
-by tag at every logged step (:meth:`Sink.log_scalars`), and is closed at the end of the run.
+A sink receives the run configuration once (``log_config``), then scalar values keyed by tag
+at every logged step (``log_scalars``), and is closed at the end of the run (``close``);
+``log_figure`` and ``flush`` are optional, no-ops on :class:`SinkBase`.
 
 Tags are slash-separated and grouped into charts:
 
@@ -20,29 +22,14 @@ Tags are slash-separated and grouped into charts:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Iterable
+from typing import Any
 
-__all__ = ["MISC", "Sink", "as_scalar", "chart_of", "group_tags"]
+from torchstream.base import Sink, SinkBase
+
+__all__ = ["MISC", "Sink", "SinkBase", "as_scalar", "chart_of", "group_tags"]
 
 MISC = "misc"
-
-
-@runtime_checkable
-class Sink(Protocol):
-    """Receives the configuration and the scalar streams of a run."""
-
-    def log_config(self, config: Mapping[str, Any]) -> None:
-        """Called once, at the start of a run, with the run configuration (nested dicts allowed)."""
-        ...
-
-    def log_scalars(self, step: int, scalars: Mapping[str, float]) -> None:
-        """Called at every logged step; keys are tags (see the module's tag convention)."""
-        ...
-
-    def close(self) -> None:
-        """Flush and release resources; called once at the end of a run."""
-        ...
 
 
 def chart_of(tag: str) -> tuple[str, str]:

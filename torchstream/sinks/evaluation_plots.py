@@ -1,38 +1,27 @@
-"""Plots of an evaluation (A.6 §7 [^1]): scores over time with drifts, detections, feature
-selections and a spider chart comparing predictors.
+"""Deprecated: the figures moved to :mod:`torchstream.viz.evaluation`; import them from there."""
 
-Every function draws on a new Agg figure (no pyplot state, nothing to close), saves it as PNG
-when ``path`` is given and returns it. Positions of drifts and detections are **observation
-indices** into the full data set (as in :mod:`torchstream.evaluate.measures.detection`); a score
-series of time steps is placed at the observation index of each step's first row,
-``n_pretrain + step * batch_size``, so both share one axis.
+import warnings
 
-The spider chart's radii come from :func:`spider_radii` (min-max normalisation per measure,
-inverted for lower-is-better measures), which can be checked without drawing:
-
->>> spider_radii([[0.9, 2.0], [0.7, 1.0]], invert=[False, True]).tolist()
-[[1.0, 0.0], [0.0, 1.0]]
-
-References
-----------
-[^1]: Haug, J., Tramountani, E. and Kasneci, G. (2022). Standardized evaluation of machine
-    learning methods for evolving data streams. arXiv:2204.13625.
-"""
-
-from __future__ import annotations
-
-import os
-from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
-
-import numpy as np
-
-from torchstream.evaluate.measures.detection import observation_index
-
-if TYPE_CHECKING:
-    from matplotlib.figure import Figure
+from torchstream.viz.evaluation import (
+    SMOOTH_STEPS,
+    UNIT_MEASURES,
+    detector_colors,
+    plot_detections,
+    plot_feature_weights,
+    plot_metric_over_time,
+    plot_selected_features,
+    plot_selection_frequency,
+    plot_spider,
+    selection_frequency,
+    smooth_steps,
+    spider_radii,
+    spider_ranges,
+)
 
 __all__ = [
+    "SMOOTH_STEPS",
+    "UNIT_MEASURES",
+    "detector_colors",
     "plot_detections",
     "plot_feature_weights",
     "plot_metric_over_time",
@@ -40,333 +29,14 @@ __all__ = [
     "plot_selection_frequency",
     "plot_spider",
     "selection_frequency",
+    "smooth_steps",
     "spider_radii",
+    "spider_ranges",
 ]
 
-Drift = int | tuple[int, int]
-PathLike = str | os.PathLike[str] | None
-
-
-def _figure(size: tuple[float, float]) -> Figure:
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=size)
-    FigureCanvasAgg(fig)
-    return fig
-
-
-def _finish(fig: Figure, path: PathLike) -> Figure:
-    fig.tight_layout()
-    if path is not None:
-        fig.savefig(os.fspath(path), format="png")
-    return fig
-
-
-def _drift_bounds(drift: Any, name: str) -> tuple[int, int]:
-    if isinstance(drift, (tuple, list)):
-        if len(drift) != 2 or drift[1] < drift[0]:
-            raise ValueError(f"{name} must be an int or a (start, end) pair, got {drift!r}")
-        return int(drift[0]), int(drift[1])
-    return int(drift), int(drift)
-
-
-def _mark_known(ax: Any, known_drifts: Sequence[Drift], label: bool = True) -> None:
-    for i, d in enumerate(known_drifts):
-        a, b = _drift_bounds(d, f"known_drifts[{i}]")
-        kw = {"label": "known drift"} if label and i == 0 else {}
-        if a == b:
-            ax.axvline(a, color="red", ls="--", lw=1, **kw)
-        else:
-            ax.axvspan(a, b, color="red", alpha=0.15, **kw)
-
-
-def _series_dict(series: Mapping[str, Any] | Any, name: str) -> dict[str, np.ndarray]:
-    if not isinstance(series, Mapping):
-        series = {"": series}
-    out = {}
-    for k, v in series.items():
-        arr = np.asarray(v, dtype=np.float64)
-        if arr.ndim != 1:
-            raise ValueError(f"{name}[{k!r}] must be 1-d (one value per step), got {arr.shape}")
-        out[str(k)] = arr
-    if not out:
-        raise ValueError(f"{name} is empty")
-    return out
-
-
-def plot_metric_over_time(
-    series: Mapping[str, Any] | Any,
-    *,
-    known_drifts: Sequence[Drift] = (),
-    detected_drifts: Sequence[int] = (),
-    n_pretrain: int = 0,
-    batch_size: int = 1,
-    variances: Mapping[str, Any] | None = None,
-    y_label: str = "",
-    path: PathLike = None,
-) -> Figure:
-    """Per-step scores (one line per entry of ``series``) over observation indices, with a
-    ``± sqrt(variance)`` band for the entries of ``variances``, known drifts (dashed lines, or
-    spans for ``(start, end)``) and detected drifts (dotted lines)."""
-    data = _series_dict(series, "series")
-    var = _series_dict(variances, "variances") if variances else {}
-    unknown = sorted(set(var) - set(data))
-    if unknown:
-        raise ValueError(f"variances has series {unknown} that are not in series")
-    fig = _figure((10, 4))
-    ax = fig.add_subplot(1, 1, 1)
-    for k, v in data.items():
-        x = np.asarray([observation_index(t, n_pretrain, batch_size) for t in range(v.size)])
-        ax.plot(x, v, lw=1, label=k or None)
-        if k in var:
-            if var[k].shape != v.shape:
-                raise ValueError(f"variances[{k!r}] has shape {var[k].shape}, series {v.shape}")
-            sd = np.sqrt(var[k])
-            ax.fill_between(x, v - sd, v + sd, alpha=0.2)
-    _mark_known(ax, known_drifts)
-    for i, p in enumerate(detected_drifts):
-        ax.axvline(int(p), color="orange", ls=":", lw=1, label="detected drift" if i == 0 else None)
-    ax.set_xlabel("observation")
-    ax.set_ylabel(y_label)
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize="small")
-    return _finish(fig, path)
-
-
-def plot_detections(
-    detections: Mapping[str, Sequence[int]],
-    *,
-    known_drifts: Sequence[Drift],
-    n_total: int,
-    path: PathLike = None,
-) -> Figure:
-    """One row per detector: its detections (observation indices) as tick marks, with the
-    known drifts as vertical lines (spans for ``(start, end)``), over ``[0, n_total)``."""
-    if not detections:
-        raise ValueError("detections is empty: pass {detector name: detected positions}")
-    names = list(detections)
-    fig = _figure((10, 1 + 0.6 * len(names)))
-    ax = fig.add_subplot(1, 1, 1)
-    _mark_known(ax, known_drifts)
-    for row, name in enumerate(names):
-        pos = np.asarray(detections[name], dtype=np.int64).reshape(-1)
-        bad = pos[(pos < 0) | (pos >= n_total)]
-        if bad.size:
-            raise ValueError(f"detections[{name!r}] has {int(bad[0])} outside [0, {n_total})")
-        ax.scatter(pos, np.full(pos.size, row), marker="|", s=300, color="black")
-    ax.set_yticks(range(len(names)), names)
-    ax.set_ylim(-0.5, len(names) - 0.5)
-    ax.set_xlim(0, n_total)
-    ax.set_xlabel("observation")
-    return _finish(fig, path)
-
-
-def _selection_mask(selections: Any, n_features: int | None) -> np.ndarray:
-    from torchstream.select.stability import selection_matrix
-
-    if isinstance(selections, np.ndarray):
-        import torch
-
-        selections = torch.from_numpy(selections)
-    return selection_matrix(selections, n_features).numpy()
-
-
-def selection_frequency(
-    selections: Sequence[Iterable[int]] | Any, n_features: int | None = None
-) -> np.ndarray:
-    """Share of steps at which each feature was selected, ``[m]`` (index collections with
-    ``n_features``, or a 0/1 matrix ``[T, m]``)."""
-    Z = _selection_mask(selections, n_features)
-    if Z.shape[0] == 0:
-        raise ValueError("selections is empty")
-    return Z.mean(0)
-
-
-def plot_selected_features(
-    selections: Sequence[Iterable[int]] | Any,
-    n_features: int | None = None,
-    *,
-    path: PathLike = None,
-) -> Figure:
-    """Scatter of the selected feature indices (y) at every step (x)."""
-    Z = _selection_mask(selections, n_features)
-    t, j = np.nonzero(Z)
-    fig = _figure((10, 4))
-    ax = fig.add_subplot(1, 1, 1)
-    ax.scatter(t, j, marker="s", s=4, color="tab:blue")
-    ax.set_xlabel("time step")
-    ax.set_ylabel("selected feature")
-    ax.set_ylim(-0.5, Z.shape[1] - 0.5)
-    return _finish(fig, path)
-
-
-def _names(feature_names: Sequence[str] | None, m: int) -> list[str]:
-    if feature_names is None:
-        return [str(j) for j in range(m)]
-    if len(feature_names) != m:
-        raise ValueError(f"feature_names has {len(feature_names)} names for {m} features")
-    return [str(n) for n in feature_names]
-
-
-def _top(scores: np.ndarray, top_n: int | None) -> np.ndarray:
-    order = np.argsort(-scores, kind="stable")
-    if top_n is None:
-        return order
-    if not isinstance(top_n, int) or top_n < 1:
-        raise ValueError(f"top_n must be a positive integer or None, got {top_n!r}")
-    return order[:top_n]
-
-
-def plot_selection_frequency(
-    selections: Mapping[str, Any],
-    n_features: int | None = None,
-    *,
-    feature_names: Sequence[str] | None = None,
-    top_n: int | None = None,
-    path: PathLike = None,
-) -> Figure:
-    """Bars of :func:`selection_frequency` per feature, one group of bars per model; with
-    ``top_n``, the features most often selected (over all models) only."""
-    if not selections:
-        raise ValueError("selections is empty: pass {model name: selections}")
-    freq = {k: selection_frequency(v, n_features) for k, v in selections.items()}
-    widths = {f.size for f in freq.values()}
-    if len(widths) != 1:
-        raise ValueError(f"the models' selections have different feature counts {sorted(widths)}")
-    m = widths.pop()
-    names = _names(feature_names, m)
-    cols = _top(np.mean(list(freq.values()), axis=0), top_n)
-    fig = _figure((max(6, 0.4 * cols.size * len(freq)), 4))
-    ax = fig.add_subplot(1, 1, 1)
-    w = 0.8 / len(freq)
-    for i, (k, f) in enumerate(freq.items()):
-        ax.bar(np.arange(cols.size) + i * w, f[cols], width=w, label=k)
-    ax.set_xticks(np.arange(cols.size) + 0.4 - w / 2, [names[j] for j in cols], rotation=90)
-    ax.set_ylabel("selection frequency")
-    ax.legend(fontsize="small")
-    return _finish(fig, path)
-
-
-def plot_feature_weights(
-    weights: Mapping[str, Any],
-    *,
-    feature_names: Sequence[str] | None = None,
-    top_n: int | None = None,
-    path: PathLike = None,
-) -> Figure:
-    """Box plots of each feature's weights over time (``weights[model]``: ``[T, m]``), one box
-    per model and feature; with ``top_n``, the features with the largest mean ``|weight|``."""
-    if not weights:
-        raise ValueError("weights is empty: pass {model name: [T, m] weights}")
-    arrs = {}
-    for k, v in weights.items():
-        a = np.asarray(v.detach().cpu() if hasattr(v, "detach") else v, dtype=np.float64)
-        if a.ndim != 2:
-            raise ValueError(f"weights[{k!r}] must be [T, m], got shape {a.shape}")
-        arrs[k] = a
-    ms = {a.shape[1] for a in arrs.values()}
-    if len(ms) != 1:
-        raise ValueError(f"the models' weights have different feature counts {sorted(ms)}")
-    m = ms.pop()
-    names = _names(feature_names, m)
-    cols = _top(np.mean([np.abs(a).mean(0) for a in arrs.values()], axis=0), top_n)
-    fig = _figure((max(6, 0.4 * cols.size * len(arrs)), 4))
-    ax = fig.add_subplot(1, 1, 1)
-    w = 0.8 / len(arrs)
-    for i, (k, a) in enumerate(arrs.items()):
-        box = ax.boxplot(
-            [a[:, j] for j in cols],
-            positions=np.arange(cols.size) + i * w,
-            widths=w * 0.9,
-            patch_artist=True,
-            manage_ticks=False,
-        )
-        color = f"C{i}"
-        for patch in box["boxes"]:
-            patch.set_facecolor(color)
-        ax.plot([], [], color=color, lw=6, label=k)
-    ax.set_xticks(np.arange(cols.size) + 0.4 - w / 2, [names[j] for j in cols], rotation=90)
-    ax.set_ylabel("feature weight")
-    ax.legend(fontsize="small")
-    return _finish(fig, path)
-
-
-def spider_radii(
-    values: Any,
-    *,
-    ranges: Sequence[tuple[float, float] | None] | None = None,
-    invert: Sequence[bool] | None = None,
-) -> np.ndarray:
-    """Radii ``[n_models, n_measures]`` in ``[0, 1]`` for a spider chart.
-
-    ``values[i, j]`` is model ``i``'s value of measure ``j``. Each measure is scaled by
-    ``r = (v - lo) / (hi - lo)`` with ``(lo, hi) = ranges[j]`` (default: the minimum and
-    maximum over the models; when all models tie, every radius is 1). For a lower-is-better
-    measure (``invert[j]`` true) the radius is ``1 - r``, so the better model is always drawn
-    farther out. A value outside a given range raises (nothing is clipped).
-    """
-    v = np.asarray(values, dtype=np.float64)
-    if v.ndim != 2 or v.size == 0:
-        raise ValueError(f"values must be a non-empty [n_models, n_measures] array, got {v.shape}")
-    if not np.isfinite(v).all():
-        i, j = np.argwhere(~np.isfinite(v))[0]
-        raise ValueError(f"values[{i}, {j}] = {v[i, j]} is not finite")
-    n_meas = v.shape[1]
-    if ranges is not None and len(ranges) != n_meas:
-        raise ValueError(f"ranges has {len(ranges)} entries for {n_meas} measures")
-    if invert is not None and len(invert) != n_meas:
-        raise ValueError(f"invert has {len(invert)} entries for {n_meas} measures")
-    out = np.empty_like(v)
-    for j in range(n_meas):
-        col = v[:, j]
-        rng = None if ranges is None else ranges[j]
-        if rng is None:
-            lo, hi = float(col.min()), float(col.max())
-        else:
-            lo, hi = (float(b) for b in rng)
-            if not hi > lo:
-                raise ValueError(f"ranges[{j}] = {rng!r} must have low < high")
-            bad = np.flatnonzero((col < lo) | (col > hi))
-            if bad.size:
-                i = int(bad[0])
-                raise ValueError(f"values[{i}, {j}] = {col[i]} lies outside ranges[{j}] = {rng!r}")
-        r = np.ones_like(col) if hi == lo else (col - lo) / (hi - lo)
-        if invert is not None and invert[j]:
-            r = 1.0 - r
-        out[:, j] = r
-    return out
-
-
-def plot_spider(
-    values: Any,
-    measure_names: Sequence[str],
-    model_names: Sequence[str],
-    *,
-    ranges: Sequence[tuple[float, float] | None] | None = None,
-    invert: Sequence[bool] | None = None,
-    path: PathLike = None,
-) -> Figure:
-    """Spider (radar) chart of the models on several measures, radii from
-    :func:`spider_radii`; inverted measures are labelled with ``(inv.)``."""
-    r = spider_radii(values, ranges=ranges, invert=invert)
-    n_models, n_meas = r.shape
-    if len(measure_names) != n_meas:
-        raise ValueError(f"measure_names has {len(measure_names)} names for {n_meas} measures")
-    if len(model_names) != n_models:
-        raise ValueError(f"model_names has {len(model_names)} names for {n_models} models")
-    angles = np.linspace(0, 2 * np.pi, n_meas, endpoint=False)
-    closed = np.append(angles, angles[0])
-    fig = _figure((6, 6))
-    ax = fig.add_subplot(1, 1, 1, projection="polar")
-    for i, name in enumerate(model_names):
-        ax.plot(closed, np.append(r[i], r[i, 0]), lw=1.5, label=name)
-        ax.fill(closed, np.append(r[i], r[i, 0]), alpha=0.1)
-    labels = [
-        f"{n} (inv.)" if invert is not None and invert[j] else n
-        for j, n in enumerate(measure_names)
-    ]
-    ax.set_xticks(angles, labels)
-    ax.set_ylim(0, 1)
-    ax.legend(loc="upper right", bbox_to_anchor=(1.25, 1.1), fontsize="small")
-    return _finish(fig, path)
+warnings.warn(
+    "torchstream.sinks.evaluation_plots is deprecated; "
+    "import from torchstream.viz.evaluation instead",
+    DeprecationWarning,
+    stacklevel=2,
+)

@@ -106,6 +106,12 @@ class Stream:
         )
 
     # ------------------------------------------------------------------ labels
+    def register_classes(self, labels: Sequence[Any]) -> None:
+        """Know ``labels`` as classes, new ones appended in order (known ones are left as they
+        are; e.g. the classes a resumed run had seen)."""
+        for label in labels:
+            self._register(label)
+
     def _register(self, label: Any) -> int:
         key = match_key(label)
         code = self._codes.get(key)

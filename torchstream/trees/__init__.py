@@ -1,8 +1,8 @@
-"""Interpretable online trees: the Dynamic Model Tree, its reports, drawing and monitor."""
+"""Interpretable online trees: the Dynamic Model Tree, its reports and monitor (its drawing is
+:func:`torchstream.viz.plot_tree`)."""
 
 from torchstream.trees._report import replay_events
 from torchstream.trees.dmt import DynamicModelTree
 from torchstream.trees.monitor import DMTMonitor
-from torchstream.trees.plot import plot_tree
 
-__all__ = ["DMTMonitor", "DynamicModelTree", "plot_tree", "replay_events"]
+__all__ = ["DMTMonitor", "DynamicModelTree", "replay_events"]

@@ -2,8 +2,8 @@
 
 Columns: the keys of the first learned row, sorted (so that the key order of a dict never
 matters); categorical features (``cat_features``) get float codes in order of first appearance
-(equality splits only compare codes). ``missing_features`` says what an absent or new key means
-(class docstring of :class:`~torchstream.trees.DynamicModelTree`).
+(equality splits only compare codes). ``feature_incremental`` says what an absent or new key
+means (class docstring of :class:`~torchstream.trees.DynamicModelTree`).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ class RiverRows:
     classes_: list[Hashable]
     _codes: dict[tuple[bool, Hashable], int]
     _categories: dict[int, dict[tuple[bool, Hashable], float]]
-    missing_features: str
+    feature_incremental: bool
     cat_features: list[Hashable] | None
 
     # ------------------------------------------------------------------ rows -> tensors
@@ -63,14 +63,14 @@ class RiverRows:
         names = self.feature_names
         assert names is not None
         index = {k: j for j, k in enumerate(names)}
-        zero = self.missing_features == "zero"
+        zero = self.feature_incremental
         if learning:
             new = [k for r in rows for k in r if k not in index]
             if new:
                 if not zero:
                     raise ValueError(
                         f"feature {new[0]!r} is not one of the tree's features "
-                        f"{names!r} (missing_features='zero' adds new features)"
+                        f"{names!r} (feature_incremental=True adds new features)"
                     )
                 self._add_features(list(dict.fromkeys(new)))
                 index = {k: j for j, k in enumerate(names)}
@@ -84,14 +84,15 @@ class RiverRows:
                     if zero:  # prediction: a key the tree never saw has weight 0 everywhere
                         continue
                     raise ValueError(
-                        f"row {i}: feature {k!r} is not one of the tree's features {names!r}"
+                        f"row {i}: feature {k!r} is not one of the tree's features {names!r} "
+                        f"(with feature_incremental=True a key not yet learned is ignored)"
                     )
                 vals[j] = self._encode_value(i, k, j, v, j in cats, learning)
             if not zero and len(x) < len(names):
                 absent = [k for k in names if k not in x]
                 raise ValueError(
                     f"row {i}: feature {absent[0]!r} is absent "
-                    f"(missing_features='zero' reads absent features as 0)"
+                    f"(feature_incremental=True reads absent features as 0)"
                 )
             out.append(vals)
         return torch.tensor(out, dtype=self.dtype, device=self.device)  # type: ignore[attr-defined]

@@ -76,12 +76,13 @@ References
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 import torch
 from river import base as river_base
 
+from torchstream.devices import as_device
 from torchstream.trees._candidates import CandidateStore
 from torchstream.trees._gains import (
     Thresholds,
@@ -94,9 +95,27 @@ from torchstream.trees._gains import (
 from torchstream.trees._report import TreeReport
 from torchstream.trees._river import RiverRows
 
-__all__ = ["DynamicModelTree"]
+__all__ = ["RIVER_CHECK_SKIPS", "DynamicModelTree"]
 
 _STRUCT = ("feature", "value", "left", "right", "parent", "depth", "uid")
+
+# river's `check_estimator` checks the tree does not pass with ``feature_incremental=False``,
+# and why (read by `_unit_test_skips`; with ``True`` every check passes).
+RIVER_CHECK_SKIPS: dict[str, str] = {
+    "check_emerging_features": (
+        "with feature_incremental=False a row must hold exactly the tree's features: a new key "
+        "is an error naming the row and the feature (never dropped); feature_incremental=True "
+        "passes this check"
+    ),
+    "check_disappearing_features": (
+        "with feature_incremental=False an absent feature is an error naming the row and the "
+        "feature (never imputed); feature_incremental=True reads it as 0 and passes"
+    ),
+    "check_radically_disappearing_features": (
+        "as check_disappearing_features: an absent feature is an error unless "
+        "feature_incremental=True"
+    ),
+}
 
 
 class DynamicModelTree(TreeReport, RiverRows, river_base.Classifier):
@@ -106,6 +125,8 @@ class DynamicModelTree(TreeReport, RiverRows, river_base.Classifier):
     probabilities (the :data:`ModelFn` explainers call), ``predict_proba(X)``, ``predict(X)``.
     River API: ``learn_one``, ``predict_one``, ``predict_proba_one``, ``learn_many``,
     ``predict_many``, ``predict_proba_many`` on dict rows / pandas frames with any hashable labels.
+    River's ``check_estimator`` passes; with ``feature_incremental=False`` it skips the
+    emerging / disappearing-feature checks (:data:`RIVER_CHECK_SKIPS` says why).
 
     Parameters
     ----------
@@ -134,10 +155,16 @@ class DynamicModelTree(TreeReport, RiverRows, river_base.Classifier):
         split is then collapsed as soon as its leaves fall ``-ln eps - k`` nats behind the
         parent, which is a *lead* of ``k + ln eps`` they must keep when ``k > -ln eps`` (e.g.
         more than 16 features, binary): a split that does not pay off soon churns.
-    missing_features
-        Dict rows only: ``"error"`` (a row must hold exactly the known features) or ``"zero"``
-        (river's sparse rows: an absent feature is 0 and a new key adds a feature whose weights
-        start at 0 everywhere, which is what the models would hold had it been 0 until now).
+    feature_incremental
+        Dict rows only. ``False`` (default): a row must hold exactly the known features, any
+        other row is an error naming the row and the feature. ``True`` (river's sparse rows,
+        e.g. after ``preprocessing.OneHotEncoder()``): a feature absent from a row is read as
+        0, never an error; a key never seen before, in a row being learned, appends a feature
+        whose weights, gradient sums and candidate statistics start at 0 in every node, which
+        is what they would hold had the feature been 0 in every earlier row (the node models
+        start at 0 and the gradient of a weight whose input is 0 is 0), so predictions are
+        unchanged by the growth; at prediction a key not yet learned is ignored (its weights
+        would be 0).
     loss_window, candidate_window
         Exponential forgetting of the log-likelihoods (collapse / replace gains) and of the
         candidates' gradient sums and counts (split gains): effective number of recent rows
@@ -181,13 +208,21 @@ class DynamicModelTree(TreeReport, RiverRows, river_base.Classifier):
         cat_features: Sequence[Hashable] | None = None,
         thresholds: Thresholds = "paper",
         step: Literal["implicit", "sgd"] = "implicit",
-        missing_features: Literal["error", "zero"] = "error",
+        feature_incremental: bool = False,
         credit_split_gain: bool = False,
         loss_window: float | None = None,
         candidate_window: float | None = None,
         device: str | torch.device = "cpu",
         dtype: str | torch.dtype = "float32",
     ) -> None:
+        self._init_params: dict[str, Any] = {
+            "n_classes": n_classes, "learning_rate": learning_rate, "epsilon": epsilon,
+            "n_saved_candidates": n_saved_candidates,
+            "p_replaceable_candidates": p_replaceable_candidates, "cat_features": cat_features,
+            "thresholds": thresholds, "step": step, "feature_incremental": feature_incremental,
+            "credit_split_gain": credit_split_gain, "loss_window": loss_window,
+            "candidate_window": candidate_window, "device": device, "dtype": dtype,
+        }  # fmt: skip
         if n_classes is not None and (
             isinstance(n_classes, bool) or not isinstance(n_classes, int) or n_classes < 2
         ):
@@ -215,9 +250,9 @@ class DynamicModelTree(TreeReport, RiverRows, river_base.Classifier):
             raise ValueError(f"thresholds must be 'paper' or 'reference', got {thresholds!r}")
         if step not in ("implicit", "sgd"):
             raise ValueError(f"step must be 'implicit' or 'sgd', got {step!r}")
-        if missing_features not in ("error", "zero"):
-            raise ValueError(
-                f"missing_features must be 'error' or 'zero', got {missing_features!r}"
+        if not isinstance(feature_incremental, bool):
+            raise TypeError(
+                f"feature_incremental must be True or False, got {feature_incremental!r}"
             )
         for name, w in (("loss_window", loss_window), ("candidate_window", candidate_window)):
             if w is not None and not (
@@ -237,11 +272,11 @@ class DynamicModelTree(TreeReport, RiverRows, river_base.Classifier):
         self.cat_features = None if cat_features is None else list(cat_features)
         self.thresholds = thresholds
         self.step = step
-        self.missing_features = missing_features
+        self.feature_incremental = feature_incremental
         self.credit_split_gain = bool(credit_split_gain)
         self.loss_window = loss_window
         self.candidate_window = candidate_window
-        self.device = torch.device(device)
+        self.device = as_device(device)
         self.dtype = dtype
         self.task = "classification"
         self.classes_: list[Hashable] = []
@@ -282,8 +317,17 @@ class DynamicModelTree(TreeReport, RiverRows, river_base.Classifier):
         return True
 
     @classmethod
-    def _unit_test_params(cls) -> Any:
-        yield {"missing_features": "zero"}
+    def _unit_test_params(cls) -> Iterator[dict[str, Any]]:
+        yield {}
+        yield {"feature_incremental": True}
+
+    def _unit_test_skips(self) -> set[str]:
+        return set() if self.feature_incremental else set(RIVER_CHECK_SKIPS)
+
+    def _get_params(self) -> dict[str, Any]:
+        """The constructor's arguments, as given (``clone()`` builds an untrained tree from
+        them; ``copy.deepcopy`` and ``pickle`` keep the trained state)."""
+        return dict(self._init_params)
 
     # ------------------------------------------------------------------ node arrays
     def _reset_nodes(self) -> None:
@@ -443,6 +487,16 @@ class DynamicModelTree(TreeReport, RiverRows, river_base.Classifier):
             self._add_class(len(self.classes_))
         return y
 
+    def register_classes(self, classes: Sequence[Hashable]) -> None:
+        """Take the stream's ``classes`` in its order: the classes known so far must be their
+        beginning; the others are added."""
+        have = list(self.classes_)
+        if have != list(classes[: len(have)]):
+            raise ValueError(f"the tree's classes {have!r} do not match the stream's "
+                             f"{list(classes)!r}")
+        for c in classes[len(have):]:
+            self._add_class(c)
+
     def _add_class(self, label: Hashable) -> int:
         from torchstream.schema import match_key
 
@@ -479,6 +533,10 @@ class DynamicModelTree(TreeReport, RiverRows, river_base.Classifier):
     def predict(self, X: torch.Tensor) -> torch.Tensor:
         """Most probable class index ``[B]``."""
         return self.predict_proba(X).argmax(1)
+
+    #: The learner contract's training loss: the tree reports none (its node losses are
+    #: per-node statistics of the split decisions).
+    last_loss: float = float("nan")
 
     @torch.no_grad()
     def learn(self, X: torch.Tensor, y: torch.Tensor) -> None:

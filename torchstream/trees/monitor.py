@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from torchstream.base import PluginBase
+
 __all__ = ["DMTMonitor"]
 
 
-class DMTMonitor:
+class DMTMonitor(PluginBase):
     """Plug-in whose ``on_batch`` returns the tree's node count, depth and number of splits
     (the paper's count, Table III), so that the runner sends them to its sinks (TensorBoard).
 
@@ -29,9 +31,3 @@ class DMTMonitor:
     def on_batch(self, batch: Any) -> dict[str, float]:
         s = self.tree.scalars()
         return {"dmt/n_nodes": s["n_nodes"], "dmt/depth": s["depth"], "dmt/n_splits": s["n_splits"]}
-
-    def state_dict(self) -> dict[str, Any]:
-        return {}
-
-    def load_state_dict(self, state: Any) -> None:
-        pass

@@ -74,6 +74,7 @@ import numpy as np
 import torch
 from scipy.special import chdtrc
 
+from torchstream.base import Base
 from torchstream.checkpoint import check_settings
 from torchstream.drift.cdleeds.tree import Node, NodeTree
 
@@ -155,7 +156,7 @@ def _integer(value: Any, name: str, low: int) -> int:
     return value
 
 
-class CDLEEDS:
+class CDLEEDS(Base):
     """Local change and global drift detection from prediction-baseline differences.
 
     Parameters
@@ -197,6 +198,9 @@ class CDLEEDS:
     drift_detected
         Whether the last update raised a (reported) global alert.
     alerts
+        Rows of the reported global alerts: the last row of the alerting update, counted from
+        the first row :meth:`update` saw (or from ``start``).
+    alert_steps
         Update indices (0-based) of the reported global alerts.
     global_p_values
         Fisher-combined p-value per output column after the last update ``[k]`` (NaN: no
@@ -219,8 +223,8 @@ class CDLEEDS:
     >>> res = det.detect_local_change()
     >>> [(c.round(decimals=1).tolist(), bool(f)) for c, f in zip(res.centroids, res.change)]
     [([0.2, 0.2], False), ([0.8, 0.8], True)]
-    >>> det.alerts[0] >= 300, det.drift_detected
-    (True, True)
+    >>> det.alerts[0] >= 300, det.alert_steps == det.alerts, det.drift_detected  # 1 row each
+    (True, True, True)
     """
 
     name = "cdleeds"
@@ -257,6 +261,8 @@ class CDLEEDS:
         self.n_updates = 0
         self.drift_detected = False
         self.alerts: list[int] = []
+        self.alert_steps: list[int] = []
+        self.n_rows = 0  # rows seen by update()
         self.global_p_values = torch.zeros(0, dtype=torch.float64)
         self.n_tests = 0
         self.n_rejections = 0
@@ -306,11 +312,13 @@ class CDLEEDS:
 
     # ------------------------------------------------------------------ update
     def update(
-        self, X: torch.Tensor, y_pred: torch.Tensor, baseline_pred: torch.Tensor | float = 0.0
-    ) -> CDLEEDS:
+        self, X: torch.Tensor, y_pred: torch.Tensor, baseline_pred: torch.Tensor | float = 0.0,
+        *, start: int | None = None,
+    ) -> None:
         """One update with the rows ``X`` ``[B, m]``, the model's outputs ``y_pred`` ``[B]`` /
         ``[B, k]`` and the baseline's output ``baseline_pred`` (a number, ``[k]`` or ``[B, k]``);
-        the monitored difference is ``y_pred - baseline_pred``."""
+        the monitored difference is ``y_pred - baseline_pred``. ``start``: the stream row of
+        the first row (default: the rows seen so far); an alert is at the batch's last row."""
         X, D = self._inputs(X, y_pred, baseline_pred)
         if X.shape[0] == 0:
             raise ValueError("X has no rows")
@@ -333,9 +341,10 @@ class CDLEEDS:
         for _, p in self.tree.tests:
             self.n_tests += 1
             self.n_rejections += int(bool((p <= self.alpha).any()))
-        self._global_test()
+        first = self.n_rows if start is None else int(start)
+        self.n_rows = first + int(X.shape[0])
+        self._global_test(self.n_rows - 1)
         self.n_updates += 1
-        return self
 
     def current_leaves(self) -> list[Node]:
         """The leaves whose window holds at least one of the last ``window`` rows of the stream
@@ -346,7 +355,7 @@ class CDLEEDS:
         oldest = tree.n_rows - self.window
         return [leaf for leaf in tree.leaves() if leaf.newest >= oldest]
 
-    def _global_test(self) -> None:
+    def _global_test(self, row: int) -> None:
         assert self.tree is not None
         P = np.stack([leaf.p for leaf in self.current_leaves()])
         valid = ~np.isnan(P)
@@ -357,11 +366,12 @@ class CDLEEDS:
         level = self.alpha * (n + 1) / (2 * np.maximum(n, 1))
         hit = bool(((n > 0) & (p <= level)).any())
         t = self.n_updates
-        if hit and self.alerts and t - self.alerts[-1] <= self.refractory:
+        if hit and self.alert_steps and t - self.alert_steps[-1] <= self.refractory:
             hit = False
         self.drift_detected = hit
         if hit:
-            self.alerts.append(t)
+            self.alert_steps.append(t)
+            self.alerts.append(row)
             self._restart = self.reset_after_drift
 
     # ------------------------------------------------------------------ views
@@ -472,6 +482,8 @@ class CDLEEDS:
             "n_updates": self.n_updates,
             "drift_detected": self.drift_detected,
             "alerts": list(self.alerts),
+            "alert_steps": list(self.alert_steps),
+            "n_rows": self.n_rows,
             "global_p_values": self.global_p_values.clone(),
             "n_tests": self.n_tests,
             "n_rejections": self.n_rejections,
@@ -520,6 +532,8 @@ class CDLEEDS:
         self.n_updates = int(state["n_updates"])
         self.drift_detected = bool(state["drift_detected"])
         self.alerts = [int(a) for a in state["alerts"]]
+        self.alert_steps = [int(a) for a in state["alert_steps"]]
+        self.n_rows = int(state["n_rows"])
         self.global_p_values = torch.as_tensor(state["global_p_values"]).clone()
         self.n_tests, self.n_rejections = int(state["n_tests"]), int(state["n_rejections"])
         self._restart = bool(state["restart"])

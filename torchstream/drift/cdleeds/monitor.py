@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from torchstream.base import PluginBase
 from torchstream.drift.cdleeds.detector import CDLEEDS
 from torchstream.explain.baselines import Baseline, EWMABaseline
 
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
 __all__ = ["LocalChangeMonitor"]
 
 
-class LocalChangeMonitor:
+class LocalChangeMonitor(PluginBase):
     """CDLEEDS plus the stored local attributions of monitored observations.
 
     Parameters
@@ -67,6 +68,8 @@ class LocalChangeMonitor:
         Recomputations done and the naive count (``n`` per step after the initial one).
     drift_detected
         The detector's global alert at the last step.
+    alerts
+        The detector's global alerts, as stream rows (the last row of the alerting batch).
     """
 
     def __init__(
@@ -112,6 +115,11 @@ class LocalChangeMonitor:
 
     # ------------------------------------------------------------------ helpers
     @property
+    def alerts(self) -> list[int]:
+        """The detector's global alerts (stream rows)."""
+        return list(self.detector.alerts)
+
+    @property
     def monitored(self) -> torch.Tensor | None:
         return self._rows if self._started else None
 
@@ -141,7 +149,7 @@ class LocalChangeMonitor:
         with torch.no_grad():
             phi0 = torch.as_tensor(model(b)).detach()
         phi0 = phi0.reshape(-1) if phi0.dim() == 2 else phi0.reshape(())
-        self.detector.update(X, y_pred, phi0)
+        self.detector.update(X, y_pred, phi0, start=batch.start)
         self.drift_detected = self.detector.drift_detected
         out: dict[str, float] = {
             "drift": float(self.drift_detected),

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from torchstream.devices import to_device
+
 if TYPE_CHECKING:
     from typing_extensions import Self
 
@@ -266,8 +268,8 @@ class _Reservoir(_TensorStorage):
                 rev = entered[::-1]
                 written, at = np.unique(slot[rev], return_index=True)
                 source = rev[at] + n_fill
-                src = torch.from_numpy(source).to(self.device)
-                dst = torch.from_numpy(written).to(self.device)
+                src = to_device(torch.from_numpy(source), X.device)
+                dst = to_device(torch.from_numpy(written), X.device)
                 self._data.index_copy_(0, dst, X.index_select(0, src))
                 self._host_times[written] = self.n_seen + source
         self.n_seen += b
@@ -288,7 +290,7 @@ class _Reservoir(_TensorStorage):
         if self._len == 0:
             raise ValueError(f"{type(self).__name__} is empty: update it before sampling")
         idx = torch.randint(0, self._len, (n,), generator=self.generator)
-        return idx if self._data.device.type == "cpu" else idx.to(self.device)
+        return idx if self._data.device.type == "cpu" else to_device(idx, self._data.device)
 
     def sample(self, n: int) -> torch.Tensor:
         """``n`` rows ``[n, d]`` drawn uniformly with replacement from the stored rows

@@ -17,16 +17,14 @@ import math
 import operator
 import secrets
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 from torch import Tensor
 
 from torchstream.checkpoint import check_settings
+from torchstream.devices import as_device
 from torchstream.models._common import check_input, check_int
-
-if TYPE_CHECKING:
-    from typing_extensions import Self
 
 __all__ = ["ParameterDistribution"]
 
@@ -43,7 +41,7 @@ class ParameterDistribution(Protocol):
 
     n_features: int
 
-    def learn(self, X: Tensor, y: Tensor | None = None) -> Self: ...
+    def learn(self, X: Tensor, y: Tensor | None = None) -> None: ...
 
     def log_marginal_likelihood(self, X: Tensor, y: Tensor | None = None) -> Tensor: ...
 
@@ -207,7 +205,7 @@ class GaussianHead:
             )
         self.dtype = check_dtype(settings["dtype"])
         device = settings["device"]
-        self.device = torch.device("cpu" if device is None else device)
+        self.device = as_device(device)
         self.n_steps = 0
         self._mu: dict[str, Tensor] = {}
         self._sigma: dict[str, Tensor] = {}
@@ -252,7 +250,7 @@ class GaussianHead:
             self._mu[k].add_(g_mu[k], alpha=self.lr_mu)
             self._sigma[k].add_(g_sigma[k], alpha=self.lr_sigma).clamp_(min=self.sigma_min)
 
-    def learn(self, X: Tensor, y: Tensor | None = None) -> Self:
+    def learn(self, X: Tensor, y: Tensor | None = None) -> None:
         """One time step: ``epochs`` full-batch gradient-ascent steps on the batch-mean log
         marginal likelihood of ``(X, y)``; ``sigma`` is clamped at ``sigma_min`` after each."""
         X, y = self._prepare(X, y)
@@ -260,7 +258,6 @@ class GaussianHead:
             g_mu, g_sigma = self._gradients(X, y)
             self._ascent(g_mu, g_sigma)
         self.n_steps += 1
-        return self
 
     # ------------------------------------------------------------------ state
     def _config(self) -> dict[str, Any]:

@@ -83,7 +83,7 @@ class AutoencoderHead(MonteCarloHead):
     >>> head = AutoencoderHead(4, latent=2, seed=0, lr_mu=0.05, sigma_init=0.1)
     >>> before = head.log_marginal_likelihood(X).mean().item()
     >>> for _ in range(30):
-    ...     _ = head.learn(X)
+    ...     head.learn(X)
     >>> head.log_marginal_likelihood(X).mean().item() > before
     True
     >>> [round(v, 3) for v in head.feature_stats()[0].tolist()]

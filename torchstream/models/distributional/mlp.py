@@ -103,7 +103,7 @@ class MLPHead(MonteCarloHead):
     >>> head = MLPHead(3, hidden=(8,), lr_mu=1.0, lr_sigma=1.0, sigma_init=0.1,
     ...                mu_init_std=0.3, aggregation="abs_first_layer", seed=0)
     >>> for _ in range(20):
-    ...     _ = head.learn(X, y)
+    ...     head.learn(X, y)
     >>> [tuple(m.shape) for m, _ in head.groups.values()]
     [(8, 3), (1, 8)]
     >>> mu, sigma = head.feature_stats()

@@ -100,7 +100,8 @@ class ProbitHead(GaussianHead):
     >>> X = torch.randn(200, 4, generator=g, dtype=torch.float64)
     >>> y = (X[:, 0] - 2 * X[:, 2] > 0).long()
     >>> head = ProbitHead(4, lr_mu=0.1, epochs=5)
-    >>> mu, sigma = head.learn(X, y).feature_stats()
+    >>> head.learn(X, y)
+    >>> mu, sigma = head.feature_stats()
     >>> [round(v, 3) for v in mu.tolist()]
     [0.062, 0.012, -0.124, -0.024]
     >>> [round(v, 3) for v in sigma.tolist()]

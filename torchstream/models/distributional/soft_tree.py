@@ -89,7 +89,7 @@ class SoftTreeHead(MonteCarloHead):
     >>> head = SoftTreeHead(3, depth=2, lr_mu=1.0, lr_sigma=1.0, epochs=3, sigma_init=0.1,
     ...                     mu_init_std=1.0, aggregation="abs", seed=0)
     >>> for _ in range(20):
-    ...     _ = head.learn(X, y)
+    ...     head.learn(X, y)
     >>> {k: tuple(m.shape) for k, (m, _) in head.groups.items()}
     {'inner': (3, 3), 'leaves': (1, 4)}
     >>> [round(v, 3) for v in head.feature_stats()[0].tolist()]

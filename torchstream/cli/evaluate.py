@@ -14,14 +14,39 @@ import time
 from pathlib import Path
 from typing import Any
 
-from torchstream.cli_checks import check_device, check_output_path
+import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import torch
+from river import drift
 
-__all__ = ["add_parser", "evaluate"]
+from torchstream.cli.checks import check_device, check_output_path
+from torchstream.cli.stream_options import add_stream_args, make_stream
+from torchstream.drift import ErrorDetector
+from torchstream.evaluate.measures.detection import detection_measures
+from torchstream.evaluate.metrics import METRICS
+from torchstream.evaluate.runner import Evaluator
+from torchstream.learners.registry import LearnerOptions, make_learner
+from torchstream.evaluate.runner import RunResult
+from torchstream.sinks import TensorBoardSink
+from torchstream.sinks.summary_table import markdown_table
+from torchstream.viz.evaluation import (
+    SMOOTH_STEPS,
+    plot_detections,
+    plot_metric_over_time,
+    plot_spider,
+)
+
+__all__ = ["DETECTORS", "add_parser", "evaluate"]
 
 DETECTORS = ("ddm", "eddm", "hddm_a", "hddm_w", "adwin", "page_hinkley", "kswin")
 
 
-def add_parser(sub: Any, add_stream_args: Any) -> argparse.ArgumentParser:
+def add_parser(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> argparse.ArgumentParser:
+    """Add ``torchstream evaluate`` and its options to the sub-commands ``sub``."""
     p = sub.add_parser("evaluate", help="compare predictors and drift detectors on a stream")
     add_stream_args(p)
     p.add_argument("--models", default="mlp,probit,hoeffding_tree",
@@ -52,9 +77,8 @@ def add_parser(sub: Any, add_stream_args: Any) -> argparse.ArgumentParser:
     return p
 
 
-def _detector(name: str) -> Any:
-    from river import drift
-
+def _detector(name: str) -> drift.base.DriftDetector:
+    """A new river detector by its ``--detectors`` name."""
     makers = {
         "ddm": drift.binary.DDM, "eddm": drift.binary.EDDM, "hddm_a": drift.binary.HDDMA,
         "hddm_w": drift.binary.HDDMW, "adwin": drift.ADWIN, "page_hinkley": drift.PageHinkley,
@@ -65,15 +89,9 @@ def _detector(name: str) -> Any:
     return makers[name]()
 
 
-def evaluate(args: argparse.Namespace, make_stream: Any) -> int:
-    import torch
-
-    from torchstream.drift import ErrorDetector
-    from torchstream.evaluate.measures.detection import detection_measures
-    from torchstream.evaluate.runner import Evaluator
-    from torchstream.learners.registry import make_learner
-    from torchstream.sinks import TensorBoardSink
-
+def evaluate(args: argparse.Namespace) -> int:
+    """Run ``torchstream evaluate``: the predictors named by ``--models`` come from the learner
+    factory (:func:`~torchstream.learners.registry.make_learner`), as ``run``'s model does."""
     for flag in ("batch_size", "window", "threads", "test_interval", "k", "detection_window"):
         if getattr(args, flag) < 1:
             raise SystemExit(f"error: --{flag.replace('_', '-')} must be >= 1")
@@ -91,8 +109,8 @@ def evaluate(args: argparse.Namespace, make_stream: Any) -> int:
         names = [n.strip() for n in args.models.split(",") if n.strip()]
         if not names or len(set(names)) != len(names):
             raise ValueError(f"--models needs distinct names, got {args.models!r}")
-        learners = {n: make_learner(n, stream, seed=args.seed, device=args.device)
-                    for n in names}
+        options = LearnerOptions(seed=args.seed, device=args.device)
+        learners = {n: make_learner(n, stream, options).learner for n in names}
         det_names = [] if args.detectors == "none" else [
             d.strip() for d in args.detectors.split(",") if d.strip()]
         detectors = [ErrorDetector(_detector(d), name=f"drift_{d}") for d in det_names]
@@ -104,7 +122,8 @@ def evaluate(args: argparse.Namespace, make_stream: Any) -> int:
                          "replace_every": args.replace_every}
     elif args.strategy == "kfold":
         strategy_args = {"k": args.k, "mode": args.mode}  # seeded from the runner's seed
-    out = Path(args.out or Path("runs") / f"evaluate-{stream.name}-{time.strftime('%Y%m%d-%H%M%S')}")
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    out = Path(args.out or Path("runs") / f"evaluate-{stream.name}-{stamp}")
     out.mkdir(parents=True, exist_ok=True)
     sink = TensorBoardSink(str(out / "tensorboard"))
     runner = Evaluator(
@@ -125,69 +144,56 @@ def evaluate(args: argparse.Namespace, make_stream: Any) -> int:
         runner.close()
     summary = result.summary()
     summary.to_csv(out / "summary.csv")
-    (out / "summary.md").write_text(_markdown(summary))
+    (out / "summary.md").write_text(markdown_table(summary))
     steps = result.to_frame()  # read back from steps.csv, written as the run went
     print(result.table())
     known = list(stream.drift_positions)
     n_total = result.n_rows
     if detectors:
-        import pandas as pd
-
         rows = []
         for d in detectors:
-            m = detection_measures(known, d.drift_positions, window=args.detection_window,
+            m = detection_measures(known, _alarms(d), window=args.detection_window,
                                    n_total=n_total) if known else {}
-            rows.append({"detector": d.name, "n_detections": len(d.drift_positions), **m})
+            rows.append({"detector": d.name, "n_detections": len(_alarms(d)), **m})
         table = pd.DataFrame(rows).set_index("detector")
         table.to_csv(out / "detection_measures.csv")
         pd.DataFrame([{"detector": d.name, "position": p} for d in detectors
-                      for p in d.drift_positions]).to_csv(out / "detections.csv", index=False)
+                      for p in _alarms(d)]).to_csv(out / "detections.csv", index=False)
         print(table.to_string(float_format=lambda v: f"{v:.4f}"))
     _plots(out, result, steps, known, detectors, args, n_total)
     print(f"results in {out}; TensorBoard: tensorboard --logdir {out / 'tensorboard'}")
     return 0
 
 
-def _markdown(frame: Any) -> str:
-    cols = [str(c) for c in frame.columns]
-    lines = ["| predictor | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
-    for idx, row in frame.iterrows():
-        lines.append(f"| {idx} | " + " | ".join(f"{v:.4f}" for v in row.tolist()) + " |")
-    return "\n".join(lines) + "\n"
+
+def _alarms(detector: ErrorDetector) -> list[int]:
+    """The stream rows at which ``detector`` alarmed."""
+    return list(detector.alerts)
 
 
-def _plots(out: Path, result: Any, steps: Any, known: list[int], detectors: list[Any],
-           args: argparse.Namespace, n_total: int) -> None:
-    import matplotlib
-    import numpy as np
-
+def _plots(out: Path, result: RunResult, steps: pd.DataFrame, known: list[int],
+           detectors: list[ErrorDetector], args: argparse.Namespace, n_total: int) -> None:
+    """``metric.png`` (every predictor's score, smoothed over :data:`SMOOTH_STEPS` steps,
+    with the known drifts and every detector's alarms), ``detections.png`` and, for several
+    predictors, ``spider.png``."""
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from torchstream.sinks.evaluation_plots import (
-        plot_detections,
-        plot_metric_over_time,
-        plot_spider,
-    )
-
     metric = "accuracy" if "accuracy" in steps else "mse"
     series = {}
     for name, frame in steps.groupby("predictor", sort=False):
         per_step = frame.groupby("step")[metric].mean()  # k-fold: mean of the testers
         series[str(name)] = per_step.to_numpy()
-    detected = detectors[0].drift_positions if detectors else ()
-    fig = plot_metric_over_time(series, known_drifts=known, detected_drifts=detected,
-                                n_pretrain=args.n_pretrain, batch_size=args.batch_size,
-                                y_label=f"{metric} per step", path=out / "metric.png")
+    fig = plot_metric_over_time(series, known_drifts=known,
+                                detected_drifts={d.name: _alarms(d) for d in detectors},
+                                smooth=SMOOTH_STEPS, n_pretrain=args.n_pretrain,
+                                batch_size=args.batch_size, y_label=f"{metric} per step",
+                                path=out / "metric.png")
     plt.close(fig)
     if detectors:
-        fig = plot_detections({d.name: d.drift_positions for d in detectors},
+        fig = plot_detections({d.name: _alarms(d) for d in detectors},
                               known_drifts=known, n_total=n_total, path=out / "detections.png")
         plt.close(fig)
     summary = result.summary()
     if len(summary.index) > 1:
-        from torchstream.evaluate.metrics import METRICS
-
         cols = [c for c in summary.columns if c.split("_window")[0] in METRICS
                 and not c.endswith("_std")]
         invert = [not METRICS[c.split("_window")[0]].bigger_is_better for c in cols]

@@ -1,0 +1,48 @@
+"""The command line: ``torchstream run | evaluate | sweep | reproduce | list``.
+
+``run`` trains one model prequentially on a stream, explains it and logs to TensorBoard
+(:mod:`~torchstream.cli.run`); ``evaluate`` compares predictors and drift detectors
+(:mod:`~torchstream.cli.evaluate`); ``sweep`` runs a grid of ``run`` jobs
+(:mod:`~torchstream.cli.sweep`); ``reproduce`` rebuilds a paper's result
+(:mod:`~torchstream.cli.reproduce`); ``list`` names the streams, model specs and learners.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+
+from torchstream import streams
+from torchstream.cli import evaluate, reproduce, run, sweep
+from torchstream.cli.errors import CommandError, guarded
+from torchstream.cli.parser import build_parser
+from torchstream.cli.stream_options import make_stream
+from torchstream.learners.registry import registered_learners
+from torchstream.models import available_specs
+
+__all__ = ["CommandError", "build_parser", "main", "make_stream"]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run a command; errors are one line on stderr and exit status 2 (argparse's convention),
+    never a traceback (set ``TORCHSTREAM_DEBUG=1`` to see one)."""
+    return guarded(_dispatch, build_parser().parse_args(argv))
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    if args.command == "run":
+        return run.run_command(args)
+    if args.command == "evaluate":
+        return evaluate.evaluate(args)
+    if args.command == "sweep":
+        return sweep.sweep_command(args)
+    if args.command == "reproduce":
+        return reproduce.reproduce_command(args)
+    return _list()
+
+
+def _list() -> int:
+    print("streams:", ", ".join(sorted(streams.SYNTHETIC)), "| a CSV path | river:<Dataset>")
+    print("models: ", ", ".join(available_specs()), "| a model spec TOML path")
+    print("other learners:", ", ".join(registered_learners()))
+    return 0

@@ -1,0 +1,5 @@
+"""``python -m torchstream.cli``: the ``torchstream`` command."""
+
+from torchstream.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,300 @@
+"""``torchstream run``: train one model prequentially on a stream, explain it, and log to
+TensorBoard.
+
+With no options it trains the ``mlp`` model spec (batches of 4 rows) on a synthetic Agrawal
+stream with an abrupt concept drift in its middle, explains it with iPFI, iSAGE and an iPDP of
+the first feature, logs metrics, importances and PDP pictures to TensorBoard and prints a summary
+table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from torchstream.cli import learners  # noqa: F401 (registers the learner "dmt")
+from torchstream.cli.checks import check_device, check_output_path
+from torchstream.cli.stream_options import add_stream_args, make_stream
+from torchstream.evaluate import Prequential
+from torchstream.evaluate.identity import file_identity
+from torchstream.evaluate.runner import RunResult
+from torchstream.explain.ipdp import IncrementalPDP
+from torchstream.explain.ipfi import IncrementalPFI
+from torchstream.explain.isage import IncrementalSAGE
+from torchstream.learners.registry import BuiltLearner, LearnerOptions, make_learner
+from torchstream.sinks import TensorBoardSink
+from torchstream.streams.base import Stream
+
+__all__ = ["EXPLAINERS", "add_parser", "learner_options", "make_explainers", "run_command",
+           "run_parser"]
+
+EXPLAINERS = ("ipfi", "isage", "ipdp")
+
+Explainer = IncrementalPFI | IncrementalSAGE | IncrementalPDP
+
+
+def add_parser(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> argparse.ArgumentParser:
+    """Add ``torchstream run`` and its options to the sub-commands ``sub``."""
+    run = sub.add_parser(
+        "run",
+        help="train a model prequentially on a stream and log to TensorBoard",
+        description="Test-then-train a model on a stream; metrics go to TensorBoard.",
+    )
+    add_stream_args(run)
+    run.add_argument("--model", default="mlp",
+                     help="a model spec name in models/, a TOML path, a river model or dmt "
+                          "(see `torchstream list`; default: %(default)s)")
+    run.add_argument("--lr", type=float,
+                     help="override the learning rate (model specs, dmt)")
+    run.add_argument("--on-divergence", choices=["raise", "warn", "skip"],
+                     help="model specs: when training diverges (a non-finite or exploding loss, "
+                          "non-finite parameters): stop with an error naming the row (default), "
+                          "warn and go on, or undo the step and go on")
+    run.add_argument("--no-scale-inputs", action="store_true",
+                     help="model specs: do not standardise inputs with running statistics")
+    run.add_argument("--steps", type=int, help="number of batches (default: the whole stream)")
+    run.add_argument("--batch-size", type=int, default=4,
+                     help="rows per step (default: %(default)s; 1 is the per-row protocol)")
+    run.add_argument("--window", type=int, default=1000,
+                     help="rows in the windowed metrics (default: %(default)s)")
+    run.add_argument("--device", default="auto", help="cpu, cuda, cuda:1 or auto (default)")
+    run.add_argument("--threads", type=int, default=1,
+                     help="torch CPU threads (default: 1; online models are small and extra "
+                          "threads only add synchronisation)")
+    run.add_argument("--logdir",
+                     help="TensorBoard run directory (default: runs/<stream>-<model>-<time>)")
+    run.add_argument("--log-every", type=int, default=10, help="log scalars every N batches")
+    run.add_argument("--checkpoint",
+                     help="checkpoint file written every --checkpoint-every batches")
+    run.add_argument("--checkpoint-every", type=int, help="batches between checkpoints")
+    run.add_argument("--resume", help="resume from this checkpoint file (a checkpoint of the "
+                                      "same run: stream, model, seed, explainers)")
+    run.add_argument("--trust-checkpoint", action="store_true",
+                     help="load pickled parts (river models, detectors) of a --resume file that "
+                          "was not written with this user's key; only for files you trust")
+    run.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    run.add_argument("--result-json", help="also write the final metrics and explanations here")
+    run.add_argument("--explain", default="ipfi,isage,ipdp",
+                     help="explainers run on the stream, comma-separated from ipfi, isage, ipdp, "
+                          "or 'none' (default: %(default)s)")
+    run.add_argument("--explain-alpha", type=float, default=0.001,
+                     help="smoothing factor of the explainers (default: %(default)s)")
+    run.add_argument("--pdp-feature", help="feature (encoded column) of the iPDP "
+                                           "(default: the first column)")
+    run.add_argument("--figure-every", type=int, default=1000,
+                     help="batches between iPDP pictures in TensorBoard (default: %(default)s)")
+    return run
+
+
+def run_parser() -> argparse.ArgumentParser:
+    """A ``torchstream`` parser that knows only the ``run`` command (a sweep checks and runs
+    its jobs with it)."""
+    parser = argparse.ArgumentParser(prog="torchstream")
+    add_parser(parser.add_subparsers(dest="command", required=True))
+    return parser
+
+
+def learner_options(args: argparse.Namespace) -> LearnerOptions:
+    """The learner settings of ``run``'s options (``None``: the option was not given)."""
+    return LearnerOptions(seed=args.seed, device=args.device, lr=args.lr,
+                          scale_inputs=False if args.no_scale_inputs else None,
+                          on_divergence=args.on_divergence)
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """Run ``torchstream run``."""
+    _check_run_args(args)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    try:
+        stream = make_stream(args)
+    except ValueError as e:
+        raise SystemExit(f"error: {e}") from None
+    if Path(args.stream).is_file():
+        stream.source = file_identity(args.stream)
+    inference = getattr(stream, "inference", None)
+    if inference is not None:  # every decision about the user's columns, before the run
+        print(inference.describe())
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    try:
+        built = make_learner(args.model, stream, learner_options(args))
+        plugins = make_explainers(args, stream)
+    except ValueError as e:
+        raise SystemExit(f"error: {e}") from None
+    learner = built.learner
+    logdir = args.logdir or str(Path("runs") / f"{stream.name}-{built.name}-{stamp}")
+    check_output_path(logdir, "--logdir", directory=True)
+    runner = Prequential(learner, stream, batch_size=args.batch_size, window=args.window,
+                         log_every=args.log_every, plugins=plugins,
+                         records_path=Path(logdir) / "steps.csv",
+                         figure_every=args.figure_every,
+                         progress=not args.no_progress and sys.stderr.isatty(),
+                         config=_run_identity(args, built))
+    state = None
+    if args.resume:  # checked before anything is written
+        state = runner.read_checkpoint(args.resume, trusted=args.trust_checkpoint)
+    runner.add_sink(TensorBoardSink(logdir))
+    if inference is not None:
+        _write_json(Path(logdir) / "schema.json", inference.to_dict())
+    if state is not None:
+        runner.load_state_dict(state)
+        print(f"resumed from {args.resume} at row {runner.position:,}")
+    print(f"stream  {stream!r}")
+    device = getattr(learner, "device", None)
+    print(f"learner {learner!r}" + (f" on {device}" if device is not None else ""))
+    finished = stream.n_samples is not None and runner.position >= stream.n_samples
+    try:
+        if finished:
+            print(f"the run had already reached the end of the stream ({runner.position:,} "
+                  "rows); nothing left to do")
+        result = runner.run(args.steps if not finished else 0,
+                            checkpoint_every=args.checkpoint_every,
+                            checkpoint_path=args.checkpoint)
+    finally:
+        runner.close()
+    if args.checkpoint:  # the final state, also when periodic checkpoints were written
+        result.checkpoint = runner.save(args.checkpoint)
+    print(result.table())
+    divergences = getattr(learner, "divergences", None)
+    if divergences:  # on_divergence="warn" / "skip" went on: say how often
+        counts = ", ".join(f"{k} {v:,}" for k, v in sorted(divergences.items()))
+        print(f"divergent steps ({getattr(learner, 'on_divergence', args.on_divergence)}): "
+              f"{counts}")
+    for p in plugins:
+        print(_importance_line(p))
+    if stream.drift_positions:
+        print(f"known drifts at rows {list(stream.drift_positions)}")
+    if result.checkpoint:
+        print(f"checkpoint: {result.checkpoint}")
+    print(f"TensorBoard logs: tensorboard --logdir {logdir}")
+    if args.result_json:
+        _write_result(Path(args.result_json), result, plugins, logdir)
+    return 0
+
+
+def _check_run_args(args: argparse.Namespace) -> None:
+    """Every option of ``run`` checked before a row is read or a file written."""
+    for flag in ("batch_size", "log_every", "window", "n_samples", "threads", "figure_every",
+                 "steps", "checkpoint_every"):
+        value = getattr(args, flag)
+        if value is not None and value < 1:
+            raise SystemExit(f"error: --{flag.replace('_', '-')} must be >= 1, got {value}")
+    if args.checkpoint_every and not args.checkpoint:
+        raise SystemExit("error: --checkpoint-every needs --checkpoint PATH")
+    if args.lr is not None and not (math.isfinite(args.lr) and args.lr > 0):
+        raise SystemExit(f"error: --lr must be a finite number > 0, got {args.lr}")
+    if not 0 < args.explain_alpha <= 1:
+        raise SystemExit(f"error: --explain-alpha must be in (0, 1], got {args.explain_alpha}")
+    check_device(args.device)
+    for flag in ("checkpoint", "result_json"):
+        path = getattr(args, flag)
+        if path:
+            check_output_path(path, f"--{flag.replace('_', '-')}")
+    if args.resume and not Path(args.resume).is_file():
+        what = "is a directory" if Path(args.resume).is_dir() else "does not exist"
+        raise SystemExit(f"error: --resume {args.resume} {what}")
+
+
+def _run_identity(args: argparse.Namespace, built: BuiltLearner) -> dict[str, Any]:
+    """The options that define a run's results (logged as hparams, checked on --resume); the
+    model's identity comes from the learner factory (a spec's file and tables, or the name,
+    kind and class of a registered learner)."""
+    return {"model_spec": dict(built.identity),
+            "seed": args.seed, "lr": args.lr,
+            # the learner's own setting: None for learners that never scale (river, dmt)
+            "scale_inputs": getattr(built.learner, "scale_inputs", None),
+            "window": args.window, "explain": args.explain,
+            "explain_alpha": args.explain_alpha, "pdp_feature": args.pdp_feature,
+            "stream_options": {"stream": args.stream, "target": args.target,
+                               "drop": list(args.drop), "categorical": list(args.categorical),
+                               "numeric": list(args.numeric), "missing": list(args.missing),
+                               "dates": args.dates, "encoding": args.encoding,
+                               "task": args.task, "n_samples": args.n_samples}}
+
+
+def _write_result(path: Path, result: RunResult, plugins: Sequence[Explainer],
+                  logdir: str) -> None:
+    """The run's summary as JSON: rows, seconds, metrics, every explainer's current values
+    (an iPDP's: its importance score)."""
+    payload = {"n_rows": result.n_rows, "n_steps": result.n_steps, "seconds": result.seconds,
+               "metrics": {k: _finite_or_none(v) for k, v in result.metrics.items()},
+               "explanations": {_name(p): {k: _finite_or_none(float(v))
+                                           for k, v in _values(p).items()} for p in plugins},
+               "logdir": logdir}
+    _write_json(path, payload)
+
+
+def _finite_or_none(v: float) -> float | None:
+    """JSON has no NaN or infinity: those become null."""
+    return None if isinstance(v, float) and not math.isfinite(v) else v
+
+
+def _name(plugin: Explainer) -> str:
+    return getattr(plugin, "name", type(plugin).__name__)
+
+
+def _values(plugin: Explainer) -> dict[str, float]:
+    """An explainer's numbers: ``{"importance": score}`` for an iPDP, ``{feature: importance}``
+    for the others."""
+    if isinstance(plugin, IncrementalPDP):
+        return {"importance": plugin.score}
+    return {str(k): float(v) for k, v in plugin.as_dict().items()}
+
+
+def _write_json(path: Path, payload: Mapping[str, Any]) -> None:
+    """Write ``payload`` as JSON atomically (a temporary file, then a rename)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(payload, indent=1))
+    tmp.replace(path)
+
+
+
+def make_explainers(args: argparse.Namespace, stream: Stream) -> list[Explainer]:
+    """The explainer plug-ins named by ``--explain`` (they explain the learner itself)."""
+    names = [n.strip() for n in args.explain.split(",") if n.strip()]
+    if names == ["none"]:
+        return []
+    unknown = [n for n in names if n not in EXPLAINERS]
+    if unknown:
+        raise ValueError(f"unknown explainers {unknown}; choose from {', '.join(EXPLAINERS)}")
+    columns = list(stream.schema.columns)
+    loss = "cross_entropy" if stream.task == "classification" else "mse"
+    common = {"alpha": args.explain_alpha, "feature_names": columns, "seed": args.seed}
+    out: list[Explainer] = []
+    for name in names:
+        if name == "ipfi":
+            out.append(IncrementalPFI(None, loss, len(columns), **common))
+        elif name == "isage":
+            out.append(IncrementalSAGE(None, loss, len(columns), empty_prediction="imputed",
+                                       **common))
+        else:
+            feature = args.pdp_feature or columns[0]
+            if feature not in columns:
+                raise ValueError(f"--pdp-feature {feature!r} is not a column; columns: {columns}")
+            out.append(IncrementalPDP(None, columns.index(feature), alpha=args.explain_alpha,
+                                      feature_name=feature, seed=args.seed))
+    return out
+
+
+def _importance_line(plugin: Explainer) -> str:
+    """One line per explainer: an iPDP's importance score, the others' five largest
+    importances."""
+    name = _name(plugin)
+    if isinstance(plugin, IncrementalPDP):
+        return f"{name}: importance {plugin.score:.4f}"
+    values = _values(plugin)
+    if not values:
+        return f"{name}: (no estimate yet)"
+    top = sorted(values.items(), key=lambda kv: -abs(kv[1]))[:5]
+    return f"{name}: " + ", ".join(f"{k}={v:.4f}" for k, v in top)

@@ -1,0 +1,466 @@
+"""``torchstream sweep config.toml``: a grid of ``torchstream run`` jobs, gathered into one table.
+
+A sweep config is a TOML file::
+
+    [sweep]
+    name = "demo"              # the output directory is runs/sweep-<name> unless `out` is set
+    workers = 2                # parallel runs (processes, or Ray tasks)
+    executor = "local"         # or "ray"; `ray_address` = "auto" / "ray://host:10001" / unset
+    [grid]                     # the product of these lists is the grid
+    streams = ["agrawal-drift", "sea-drift"]
+    models = ["mlp", "probit"]
+    explain = ["ipfi,isage", "none"]
+    seeds = [0, 1]
+    [run]                      # options given to every run (names of `torchstream run` options)
+    n_samples = 2000
+    batch_size = 8
+
+Every run gets ``<out>/<run id>/`` with its TensorBoard logs and ``result.json``; the table of
+all runs goes to ``<out>/results.csv`` (one row per run: the grid values, status, error,
+seconds, final metrics and explainer values). A failed run is reported with its error and does
+not stop the grid; a rerun skips the runs that have a ``result.json``. The whole config is checked
+(unknown keys, model and stream names, run options, CUDA availability, the Ray address) before
+any run starts.
+
+Every value is checked against the type of its ``torchstream run`` option (a flag takes
+``true``/``false``, a number option a number, a list option a list of strings, a choice one of
+its choices), and no value can become an option of its own: a string may not start with ``-``,
+and single values are passed as ``--option=value``. The options the sweep sets itself or that
+read or write files of a run (``logdir``, ``result_json``, ``checkpoint``, ``checkpoint_every``,
+``resume``, ``trust_checkpoint``, ``no_progress``) are refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import math
+import multiprocessing as mp
+import re
+import socket
+import sys
+import time
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from itertools import product
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+
+from torchstream.cli.errors import guarded
+from torchstream.cli.run import EXPLAINERS, run_command, run_parser
+from torchstream.learners.registry import available_learners
+from torchstream.streams import SYNTHETIC
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+__all__ = [
+    "RunSpec",
+    "SweepConfig",
+    "add_parser",
+    "check_runs",
+    "execute",
+    "load_sweep",
+    "run_sweep",
+    "sweep_command",
+]
+
+_SWEEP_KEYS = {"name", "out", "workers", "executor", "ray_address"}
+_GRID_KEYS = {"streams": "stream", "models": "model", "explain": "explain", "seeds": "seed",
+              "batch_sizes": "batch_size", "lrs": "lr"}
+#: ``torchstream run`` options a sweep config may not set: the sweep sets them itself, or they
+#: read or write a run's files (a checkpoint to resume from is never taken from a config).
+_RESERVED_RUN = frozenset({"logdir", "result_json", "resume", "checkpoint", "checkpoint_every",
+                           "trust_checkpoint", "no_progress", "help"})
+_KEY = re.compile(r"[a-z][a-z0-9_]*")
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run of the grid: its id and its ``torchstream run`` options."""
+
+    run_id: str
+    options: dict[str, Any]
+
+    def argv(self, out: Path) -> list[str]:
+        """The ``torchstream run`` arguments. Single values go as ``--option=value`` and list
+        items never start with ``-``, so no value is read as an option."""
+        args = ["run"]
+        for key, value in self.options.items():
+            if not isinstance(key, str) or not _KEY.fullmatch(key) or key in _RESERVED_RUN:
+                raise ValueError(f"run {self.run_id}: option {key!r} cannot be set by a sweep")
+            flag = "--" + key.replace("_", "-")
+            if isinstance(value, bool):
+                if value:
+                    args.append(flag)
+            elif isinstance(value, list):
+                items = [str(v) for v in value]
+                bad = [v for v in items if v.startswith("-")]
+                if bad:
+                    raise ValueError(f"run {self.run_id}: {key} item {bad[0]!r} starts with '-'")
+                args += [flag, *items]
+            else:
+                args.append(f"{flag}={value}")
+        run_dir = out / self.run_id
+        return args + ["--logdir", str(run_dir / "tensorboard"),
+                       "--result-json", str(run_dir / "result.json"), "--no-progress"]
+
+
+@dataclass
+class SweepConfig:
+    name: str
+    out: Path
+    workers: int = 1
+    executor: str = "local"
+    ray_address: str | None = None
+    grid: dict[str, list[Any]] = field(default_factory=dict)
+    run: dict[str, Any] = field(default_factory=dict)
+
+    def runs(self) -> list[RunSpec]:
+        """The grid's runs, in a fixed order."""
+        keys = list(self.grid)
+        out = []
+        for values in product(*(self.grid[k] for k in keys)):
+            options = dict(self.run)
+            parts = []
+            for k, v in zip(keys, values):
+                options[_GRID_KEYS[k]] = v
+                parts.append(f"{_GRID_KEYS[k]}={v}")
+            run_id = re.sub(r"[^A-Za-z0-9_.=,-]+", "_", "-".join(parts)) or "run"
+            out.append(RunSpec(run_id, options))
+        return out
+
+
+def _fail(path: Path, message: str) -> None:
+    raise ValueError(f"{path}: {message}")
+
+
+def load_sweep(path: str | Path) -> SweepConfig:
+    """Read and check a sweep config (see the module docstring)."""
+    path = Path(path)
+    if not path.exists():
+        raise ValueError(f"sweep config not found: {path}")
+    try:
+        raw = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as e:
+        raise ValueError(f"{path}: not valid TOML: {e}") from None
+    unknown = sorted(set(raw) - {"sweep", "grid", "run"})
+    if unknown:
+        _fail(path, f"unknown sections {unknown}; known: sweep, grid, run")
+    for section in ("sweep", "grid", "run"):
+        if not isinstance(raw.get(section, {}), dict):
+            _fail(path, f"[{section}] must be a table, got {raw[section]!r}")
+    sweep = dict(raw.get("sweep", {}))
+    bad = sorted(set(sweep) - _SWEEP_KEYS)
+    if bad:
+        _fail(path, f"unknown keys {bad} in [sweep]; known: {sorted(_SWEEP_KEYS)}")
+    options = _run_options()
+    grid = dict(raw.get("grid", {}))
+    bad = sorted(set(grid) - set(_GRID_KEYS))
+    if bad:
+        _fail(path, f"unknown keys {bad} in [grid]; known: {sorted(_GRID_KEYS)}")
+    for k, v in grid.items():
+        if not isinstance(v, list) or not v:
+            _fail(path, f"[grid] {k} must be a non-empty list, got {v!r}")
+        try:
+            grid[k] = [_checked(f"[grid] {k}[{i}]", options[_GRID_KEYS[k]], x)
+                       for i, x in enumerate(v)]
+        except ValueError as e:
+            _fail(path, str(e))
+    run: dict[str, Any] = {}
+    for key, value in raw.get("run", {}).items():
+        dest = key.replace("-", "_")
+        if dest in _RESERVED_RUN:
+            _fail(path, f"[run] {key}: set by the sweep itself or reads or writes a run's "
+                        f"files; a sweep config cannot set it")
+        if dest not in options:
+            known = ", ".join(sorted(set(options) - _RESERVED_RUN))
+            _fail(path, f"unknown key {key!r} in [run]: not an option of `torchstream run`; "
+                        f"known: {known}")
+        if dest in run:
+            _fail(path, f"[run] {key} is given twice (as {dest!r} and {key!r})")
+        try:
+            run[dest] = _checked(f"[run] {key}", options[dest], value)
+        except ValueError as e:
+            _fail(path, str(e))
+    if "streams" not in grid and "stream" not in run:
+        grid.setdefault("streams", ["agrawal-drift"])
+    clash = sorted({_GRID_KEYS[k] for k in grid} & set(run))
+    if clash:
+        _fail(path, f"{clash} appear both in [grid] and in [run]")
+    for key in ("name", "out", "ray_address"):
+        if key in sweep and (not isinstance(sweep[key], str) or not sweep[key]):
+            _fail(path, f"[sweep] {key} must be a non-empty string, got {sweep[key]!r}")
+    name = sweep.get("name", path.stem)
+    workers = sweep.get("workers", 1)
+    if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
+        _fail(path, f"[sweep] workers must be a positive integer, got {workers!r}")
+    executor = sweep.get("executor", "local")
+    if executor not in ("local", "ray"):
+        _fail(path, f"[sweep] executor must be 'local' or 'ray', got {executor!r}")
+    out = Path(sweep.get("out", Path("runs") / f"sweep-{name}"))
+    return SweepConfig(name, out, workers, executor, sweep.get("ray_address"), grid, run)
+
+
+def _run_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The ``run`` sub-command's parser inside a ``torchstream`` parser."""
+    return parser._subparsers._group_actions[0].choices["run"]  # type: ignore[union-attr]
+
+
+def _run_options() -> dict[str, argparse.Action]:
+    """``torchstream run``'s options by config key (``--batch-size``: ``batch_size``)."""
+    return {opt[2:].replace("-", "_"): action
+            for action in _run_parser(run_parser())._actions
+            for opt in action.option_strings if opt.startswith("--")}
+
+
+def _checked(where: str, action: argparse.Action, value: Any) -> Any:
+    """``value`` if it has the type of ``action``'s option, else a ``ValueError``."""
+    if isinstance(action, argparse._StoreConstAction):  # store_true / store_false
+        if not isinstance(value, bool):
+            raise ValueError(f"{where} must be true or false, got {value!r}")
+        return value
+    if type(action) is not argparse._StoreAction:
+        raise ValueError(f"{where}: not an option a sweep can set")
+    nargs = action.nargs
+    if nargs in ("*", "+") or isinstance(nargs, int):
+        if not isinstance(value, list):
+            raise ValueError(f"{where} must be a list, got {value!r}")
+        if (nargs == "+" and not value) or (isinstance(nargs, int) and len(value) != nargs):
+            count = nargs if isinstance(nargs, int) else "at least 1"
+            raise ValueError(f"{where} must have {count} item(s), got {value!r}")
+        return [_checked_item(f"{where}[{i}]", action, v) for i, v in enumerate(value)]
+    return _checked_item(where, action, value)
+
+
+def _checked_item(where: str, action: argparse.Action, value: Any) -> Any:
+    if action.type is int:
+        ok, expect = isinstance(value, int) and not isinstance(value, bool), "an integer"
+    elif action.type is float:
+        ok = (isinstance(value, (int, float)) and not isinstance(value, bool)
+              and math.isfinite(value))
+        expect = "a finite number"
+    else:  # passed as a string: never one that argparse could read as an option
+        ok = isinstance(value, str) and value != "" and not value.startswith("-")
+        expect = "a non-empty string that does not start with '-'"
+    if not ok:
+        raise ValueError(f"{where} must be {expect}, got {value!r}")
+    if action.choices is not None and value not in action.choices:
+        raise ValueError(f"{where} must be one of {sorted(action.choices)}, got {value!r}")
+    return value
+
+
+def check_runs(config: SweepConfig) -> list[RunSpec]:
+    """Parse every run's options with the ``run`` command's parser and check the names (models,
+    streams, explainers, device) before anything runs."""
+    parser = run_parser()
+    runs = config.runs()
+    for spec in runs:
+        argv = spec.argv(config.out)
+        try:
+            args = _parse(parser, argv)
+        except ValueError as e:
+            raise ValueError(f"run {spec.run_id}: {e}") from None
+        _check_names(args, available_learners(), EXPLAINERS, spec.run_id)
+    return runs
+
+
+def _parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Namespace:
+    messages: list[str] = []
+
+    def error(message: str) -> None:
+        messages.append(message)
+        raise ValueError(message)
+
+    sub = _run_parser(parser)
+    sub.error = error  # type: ignore[method-assign]
+    parser.error = error  # type: ignore[method-assign]
+    return parser.parse_args(list(argv))
+
+
+def _check_names(args: argparse.Namespace, learners: Sequence[str], explainers: Sequence[str],
+                 run_id: str) -> None:
+    model = args.model
+    if model not in learners and not Path(model).exists():
+        raise ValueError(f"run {run_id}: unknown model {model!r}; known: {', '.join(learners)}")
+    stream = args.stream
+    if not (stream in SYNTHETIC or stream.startswith("river:") or Path(stream).exists()):
+        raise ValueError(f"run {run_id}: unknown stream {stream!r} (not a synthetic stream, "
+                         "river:<Dataset> or an existing CSV)")
+    names = [n.strip() for n in args.explain.split(",") if n.strip()]
+    bad = [n for n in names if n != "none" and n not in explainers]
+    if bad:
+        raise ValueError(f"run {run_id}: unknown explainers {bad}")
+    if str(args.device).startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise ValueError(f"run {run_id}: --device {args.device} asked for, but no CUDA "
+                             "device is available")
+
+
+def execute(argv: list[str], run_dir: str) -> dict[str, Any]:
+    """Run one ``torchstream run`` in this process; never raises (errors become the row)."""
+    t0 = time.perf_counter()
+    Path(run_dir).mkdir(parents=True, exist_ok=True)
+    log = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(log):
+            guarded(run_command, run_parser().parse_args(argv))
+        status, error = "ok", ""
+    except SystemExit as e:  # the command's one-line message (its str), or its exit status
+        status, error = "failed", str(e) or f"exit status {e.code}"
+    except Exception as e:  # noqa: BLE001 (a failed run must not stop the grid)
+        status, error = "failed", f"{type(e).__name__}: {e}"
+        (Path(run_dir) / "traceback.txt").write_text(traceback.format_exc())
+    (Path(run_dir) / "stdout.txt").write_text(log.getvalue())
+    return {"status": status, "error": error, "wall_seconds": time.perf_counter() - t0}
+
+
+def _row(spec: RunSpec, out: Path, info: Mapping[str, Any]) -> dict[str, Any]:
+    row: dict[str, Any] = {"run_id": spec.run_id}
+    row.update({k: spec.options[v] for k, v in _GRID_KEYS.items() if v in spec.options})
+    row.update(info)
+    result = out / spec.run_id / "result.json"
+    if result.exists():
+        data = json.loads(result.read_text())
+        row["status"] = "ok"
+        row["n_rows"], row["seconds"] = data["n_rows"], data["seconds"]
+        row.update(data["metrics"])
+        for plugin, values in data["explanations"].items():
+            row.update({f"{plugin}/{k}": v for k, v in values.items()})
+    return row
+
+
+def run_sweep(config: SweepConfig, *, executor: str | None = None,
+              echo: Callable[[str], None] = print) -> pd.DataFrame:
+    """Run the grid (skipping finished runs) and return the results table (a DataFrame)."""
+    executor = executor or config.executor
+    runs = check_runs(config)
+    if executor == "ray":
+        try:
+            import ray  # noqa: F401
+        except ImportError:
+            raise ValueError("executor 'ray' needs Ray: pip install 'torchstream[ray]'") from None
+        if config.ray_address and config.ray_address != "auto":
+            _check_reachable(config.ray_address)
+    config.out.mkdir(parents=True, exist_ok=True)
+    todo = [s for s in runs if not (config.out / s.run_id / "result.json").exists()]
+    echo(f"sweep {config.name}: {len(runs)} runs, {len(runs) - len(todo)} already finished, "
+         f"{len(todo)} to run on {executor} with {config.workers} worker(s)")
+    jobs = [(s.argv(config.out), str(config.out / s.run_id)) for s in todo]
+    infos: dict[str, dict[str, Any]] = {}
+    if executor == "ray":
+        results = _run_ray(jobs, config)
+    else:
+        results = _run_local(jobs, config.workers)
+    for spec, info in zip(todo, results):
+        infos[spec.run_id] = info
+        echo(f"  {spec.run_id}: {info['status']}" + (f" ({info['error']})" if info["error"]
+                                                     else ""))
+    rows = [_row(s, config.out, infos.get(s.run_id, {"status": "ok", "error": "",
+                                                      "wall_seconds": float("nan")}))
+            for s in runs]
+    table = pd.DataFrame(rows)
+    table.to_csv(config.out / "results.csv", index=False)
+    return table
+
+
+def _run_local(jobs: list[tuple[list[str], str]], workers: int) -> list[dict[str, Any]]:
+    if workers == 1 or len(jobs) <= 1:
+        return [execute(argv, d) for argv, d in jobs]
+    with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as pool:
+        futures = [pool.submit(execute, argv, d) for argv, d in jobs]
+        out = []
+        for f in futures:
+            try:
+                out.append(f.result())
+            except Exception as e:  # noqa: BLE001 (a crashed worker process)
+                out.append({"status": "failed", "error": f"{type(e).__name__}: {e}",
+                            "wall_seconds": float("nan")})
+        return out
+
+
+def _run_ray(jobs: list[tuple[list[str], str]], config: SweepConfig) -> list[dict[str, Any]]:
+    try:
+        import ray
+    except ImportError:
+        raise ValueError("executor 'ray' needs Ray: pip install 'torchstream[ray]'") from None
+    started = False
+    if not ray.is_initialized():
+        try:
+            if config.ray_address:
+                ray.init(address=config.ray_address, logging_level="ERROR",
+                         log_to_driver=False)
+            else:
+                ray.init(num_cpus=config.workers, include_dashboard=False,
+                         logging_level="ERROR", log_to_driver=False)
+        except Exception as e:  # noqa: BLE001 (any failure to connect is reported)
+            raise ValueError(f"cannot reach Ray at {config.ray_address or 'a new local Ray'}: "
+                             f"{type(e).__name__}: {e}") from None
+        started = True
+    try:
+        remote = ray.remote(num_cpus=1)(execute)
+        refs = [remote.remote(argv, d) for argv, d in jobs]
+        out = []
+        for ref in refs:
+            try:
+                out.append(ray.get(ref))
+            except Exception as e:  # noqa: BLE001 (a crashed Ray task)
+                out.append({"status": "failed", "error": f"{type(e).__name__}: {e}",
+                            "wall_seconds": float("nan")})
+        return out
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def _check_reachable(address: str, timeout: float = 5.0) -> None:
+    """Fail fast (instead of Ray's minutes of retries) when nothing listens at ``address``
+    (``host:port`` or ``ray://host:port``)."""
+    hostport = address.split("://", 1)[-1].rsplit("/", 1)[0]
+    host, _, port = hostport.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"ray_address {address!r} is not host:port or ray://host:port")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout):
+            pass
+    except OSError as e:
+        raise ValueError(f"the Ray address {address!r} does not answer ({e})") from None
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``torchstream sweep`` to the sub-commands ``sub``."""
+    p = sub.add_parser("sweep", help="run a grid of `torchstream run` jobs from a TOML config")
+    p.add_argument("config", help="sweep config (TOML)")
+    p.add_argument("--executor", choices=["local", "ray"],
+                   help="override the config's executor")
+    p.add_argument("--workers", type=int, help="override the config's number of workers")
+    p.add_argument("--out", help="override the config's output directory")
+
+
+def sweep_command(args: argparse.Namespace) -> int:
+    """Run ``torchstream sweep``; the exit status is 1 when a run failed."""
+    try:
+        config = load_sweep(args.config)
+        if args.workers is not None:
+            if args.workers < 1:
+                raise ValueError("--workers must be >= 1")
+            config.workers = args.workers
+        if args.out:
+            config.out = Path(args.out)
+        table = run_sweep(config, executor=args.executor)
+    except ValueError as e:
+        raise SystemExit(f"error: {e}") from None
+    cols = [c for c in table.columns if "/" not in c]
+    print(table[cols].to_string(index=False))
+    print(f"results: {config.out / 'results.csv'}")
+    failed = int((table["status"] != "ok").sum())
+    return 1 if failed else 0
