@@ -41,11 +41,12 @@ def main() -> None:
     history = History()
     with tempfile.TemporaryDirectory() as tmp:
         runner = Prequential(learner, stream, batch_size=4, plugins=plugins,
-                             sinks=[history, TensorBoardSink(f"{tmp}/agrawal-drift-mlp")],
+                             sinks=[history, TensorBoardSink(f"{tmp}/agrawal-drift-mlp", run="mlp",
+                                                             explainers=["ipfi", "isage"])],
                              log_every=10)
         runner.run()
         runner.close()
-        plot_importance(history, "ipfi", batch_size=4, drift_positions=stream.drift_positions,
+        plot_importance(history, "ipfi", drift_positions=stream.drift_positions,  # steps: rows
                         path=out / "ipfi_over_time.png")
         print(f"wrote {out / 'ipfi_over_time.png'}")
         if not browser_available():

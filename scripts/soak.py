@@ -72,7 +72,7 @@ def explainers(stream: Any, seed: int) -> list[Any]:
         IncrementalPFI(None, "cross_entropy", len(columns), **common),
         IncrementalSAGE(None, "cross_entropy", len(columns), empty_prediction="imputed",
                         **common),
-        IncrementalPDP(None, 0, alpha=0.001, feature_name=columns[0], seed=seed),
+        IncrementalPDP(None, 0, alpha=0.001, feature_names=columns, seed=seed),
     ]
 
 

@@ -13,7 +13,12 @@ import pytest
 import torch
 from scipy import stats
 
-from torchstream.drift.cdleeds import CDLEEDS, corrected_alpha, fisher_combine, two_sample_t_test
+from torchstream.drift.cdleeds import (
+    CDLEEDS,
+    corrected_significance,
+    fisher_combine,
+    two_sample_t_test,
+)
 
 F64 = torch.float64
 A, B = (0.2, 0.2), (0.8, 0.8)
@@ -44,19 +49,19 @@ def test_t_test_matches_scipy_pooled_two_sided():
     assert two_sample_t_test(step)[0] == 0.0  # constant halves, different means
 
 
-def test_fisher_combination_and_corrected_alpha():
+def test_fisher_combination_and_corrected_significance():
     # check 15: all leaves at p = 0.5 -> no drift; one leaf at 1e-12 -> drift
     N = 8
     p, n = fisher_combine(torch.full((N, 1), 0.5, dtype=F64))
-    assert n.item() == N and p.item() > corrected_alpha(0.01, N)
+    assert n.item() == N and p.item() > corrected_significance(0.01, N)
     P = torch.full((N, 1), 0.5, dtype=F64)
     P[3] = 1e-12
     p, _ = fisher_combine(P)
-    assert p.item() < corrected_alpha(0.01, N)
+    assert p.item() < corrected_significance(0.01, N)
     ref = stats.combine_pvalues(P[:, 0].numpy(), method="fisher").pvalue
     assert p.item() == pytest.approx(ref, rel=1e-10)
-    assert corrected_alpha(0.01, 8) == 0.01 * 9 / 16  # = 0.005625
-    assert corrected_alpha(0.01, 32) == 0.01 * 33 / 64  # = 0.00516, the paper rounds to 0.0052
+    assert corrected_significance(0.01, 8) == 0.01 * 9 / 16  # = 0.005625
+    assert corrected_significance(0.01, 32) == 0.01 * 33 / 64  # 0.00516; the paper: 0.0052
     # zeros become 1e-10, NaNs are ignored (per column)
     p, n = fisher_combine(torch.tensor([[0.0, math.nan], [math.nan, math.nan]], dtype=F64))
     assert n.tolist() == [1, 0] and math.isnan(p[1].item())
@@ -195,16 +200,16 @@ def test_local_change_only_in_the_changed_region():
         for leaf_id, p in det.last_tests:
             blob = int(det.node_of(leaf_id).centroid[0] > 0.5)
             tests[blob][0] += 1
-            tests[blob][1] += int(p.item() <= det.alpha)
+            tests[blob][1] += int(p.item() <= det.significance)
         res = det.detect_local_change()
         queued += res.recompute.double()
         # the rule: queued <=> the leaf flags change (no leaf changes here)
         assert torch.equal(res.recompute, res.change[res.leaf_of])
     assert tests[0][1] >= 1  # a leaf in A flags change
-    assert tests[1][1] / tests[1][0] <= 2 * det.alpha  # false alarms in B
+    assert tests[1][1] / tests[1][0] <= 2 * det.significance  # false alarms in B
     share = queued / n_post
     assert share[mon_which == 0].min() > 0.2  # A: recomputed during the transition
-    assert share[mon_which == 1].max() <= 2 * det.alpha
+    assert share[mon_which == 1].max() <= 2 * det.significance
 
 
 def test_stationary_stream_false_alarms():
@@ -258,8 +263,8 @@ def test_stationary_uniform_stream_is_calibrated(d, seeds):
         updates += det.n_updates
         tests, rejections = tests + det.n_tests, rejections + det.n_rejections
     assert tests >= updates  # every update tests at least one leaf
-    assert rejections / tests <= 2 * det.alpha
-    assert alarms / updates <= 2 * det.alpha
+    assert rejections / tests <= 2 * det.significance
+    assert alarms / updates <= 2 * det.significance
 
 
 def test_local_change_on_a_uniform_stream():
@@ -283,14 +288,14 @@ def test_local_change_on_a_uniform_stream():
         for i, p in det.last_tests:
             if i not in leaves:  # pruned in the same update
                 continue
-            reject = bool(p[0] <= det.alpha)
+            reject = bool(p[0] <= det.significance)
             if bool((leaves[i].W[:, 0] < 0.3).any()):
                 flagged_in += reject
             else:
                 tests_out, rejections_out = tests_out + 1, rejections_out + reject
     assert first is not None and first <= 400
     assert flagged_in > 0 and tests_out > 100
-    assert rejections_out / tests_out <= 2 * det.alpha
+    assert rejections_out / tests_out <= 2 * det.significance
     res = det.detect_local_change()
     for leaf, flag in zip(det.tree.leaves(), res.change.tolist()):
         if flag:
@@ -328,14 +333,14 @@ def test_checkpoint_resume_is_exact(reset):
     X, _ = blobs(700, [A, B], seed=9)
     out = logistic(X)
     out[400:] += 0.2
-    det = CDLEEDS(window=60, max_age=30, reset_after_drift=reset)
+    det = CDLEEDS(window=60, max_age=30, reset_on_drift=reset)
     for t in range(300):
         det.update(X[t : t + 1], out[t : t + 1])
     det.monitor(X[:10])
     buf = io.BytesIO()
     torch.save(det.state_dict(), buf)
     buf.seek(0)
-    other = CDLEEDS(window=60, max_age=30, reset_after_drift=reset)
+    other = CDLEEDS(window=60, max_age=30, reset_on_drift=reset)
     other.load_state_dict(torch.load(buf, weights_only=False))
     twin = copy.deepcopy(det)
     for t in range(300, 700):
@@ -356,8 +361,8 @@ def test_bad_input():
         CDLEEDS(gamma=1.0)
     with pytest.raises(ValueError, match="window"):
         CDLEEDS(window=2)
-    with pytest.raises(TypeError, match="reset_after_drift"):
-        CDLEEDS(reset_after_drift=1)
+    with pytest.raises(TypeError, match="reset_on_drift"):
+        CDLEEDS(reset_on_drift=1)
     with pytest.raises(ValueError, match="X must have shape"):
         det.update(torch.zeros(3), torch.zeros(3))
     with pytest.raises(ValueError, match="y_pred"):

@@ -16,6 +16,7 @@ from torchstream.explain.baselines import ConstantBaseline
 from torchstream.explain.local import LocalExplainer
 from torchstream.viz.local import plot_attributions, plot_neighbourhoods
 from torchstream.streams import from_numpy
+from torchstream.viz.figures import plugin_figures
 
 matplotlib.use("Agg")
 F64 = torch.float64
@@ -142,7 +143,7 @@ def test_views(tmp_path):
     for step in range(0, 400, 4):
         x = X[step : step + 4]
         mon.on_batch(Batch(step // 4, step, x, torch.zeros(4), model(x), model))
-    figs = mon.figures()
+    figs = plugin_figures(mon)
     assert set(figs) == {"cdleeds/neighbourhoods", "cdleeds/attributions"}
     ax = figs["cdleeds/neighbourhoods"].axes[0]
     assert len(ax.patches) == mon.detector.n_leaves == 2  # one gamma-ball per leaf

@@ -1,4 +1,4 @@
-"""CDLEEDS' restart after a global alert (``reset_after_drift``): the leaf tests use only the rows
+"""CDLEEDS' restart after a global alert (``reset_on_drift``): the leaf tests use only the rows
 that arrive after the alert, so one change gives one alert instead of a burst that lasts until
 the windows have flushed."""
 
@@ -42,7 +42,7 @@ def test_one_change_one_alert_with_restart():
     t0, n = 2000, 2600
     X, out = blob_stream(n, seed=0)
     out[t0:] += 0.1
-    plain, restart = CDLEEDS(), CDLEEDS(reset_after_drift=True)
+    plain, restart = CDLEEDS(), CDLEEDS(reset_on_drift=True)
     run(plain, X, out)
     run(restart, X, out, check_tests=True)
     after_plain = [a for a in plain.alert_steps if a >= t0]
@@ -59,7 +59,7 @@ def test_one_change_one_alert_with_restart():
 def test_restart_clears_the_leaf_p_values_and_keeps_the_clustering():
     X, out = blob_stream(1200, seed=1)
     out[1000:] += 0.2
-    det = CDLEEDS(reset_after_drift=True)
+    det = CDLEEDS(reset_on_drift=True)
     alerted_at = None
     for t in range(X.shape[0]):
         leaves_before = [leaf.id for leaf in det.tree.leaves()] if det.tree is not None else []

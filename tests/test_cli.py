@@ -7,8 +7,10 @@ import sys
 
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tensorboard.backend.event_processing.event_multiplexer import EventMultiplexer
 
 from torchstream.cli import main
+from torchstream.cli.reproduce import available
 from torchstream.streams import data_path
 
 
@@ -27,9 +29,10 @@ def test_run_default_stream_short(tmp_path, capsys):
     assert "| rows            |    800 |" in out
     assert "known drifts at rows [400]" in out
     assert f"tensorboard --logdir {logdir}" in out
-    acc = _scalars(logdir)
+    assert sorted(p.name for p in logdir.iterdir() if p.is_dir()) == ["ipfi", "isage", "mlp"]
+    acc = _scalars(logdir / "mlp")  # the main run is named after the model
     steps = [e.step for e in acc.Scalars("metrics/accuracy/cumulative")]
-    assert steps == list(range(9, 200, 10))  # logged every 10 batches
+    assert steps == list(range(40, 801, 40))  # every 10 batches of 4 rows, at the rows seen
     final = acc.Scalars("metrics/accuracy/cumulative")[-1].value
     printed = float(out.split("| accuracy        |")[1].split("|")[0])
     assert final == pytest.approx(printed, abs=6e-5)
@@ -112,14 +115,22 @@ def test_run_explains_by_default(tmp_path, capsys):
                  "--log-every", "5", "--figure-every", "50", "--pdp-feature", "age"]) == 0
     out = capsys.readouterr().out
     assert "ipfi: " in out and "isage: " in out and "ipdp/age: importance" in out
-    acc = EventAccumulator(str(logdir), size_guidance={"scalars": 0, "images": 0})
-    acc.Reload()
-    tags = set(acc.Tags()["scalars"])
+    mux = EventMultiplexer(size_guidance={"scalars": 0, "images": 0})
+    mux.AddRunsFromDirectory(str(logdir))
+    mux.Reload()
     columns = ["salary", "commission", "age", "elevel", "car", "zipcode", "hvalue", "hyears", "loan"]
-    assert {f"ipfi/{c}" for c in columns} <= tags
-    assert {f"isage/{c}" for c in columns} <= tags
-    assert "ipdp/age/importance" in tags
-    assert [e.step for e in acc.Images("ipdp/age")] == [49, 99, 149]
+    # one run per feature under one tag per explainer; steps are rows seen (last: n_samples)
+    assert set(mux.Runs()) == {"mlp"} | {f"{e}/{c}" for e in ("ipfi", "isage") for c in columns}
+    for explainer in ("ipfi", "isage"):
+        for c in columns:
+            points = mux.Scalars(f"{explainer}/{c}", f"importance/{explainer}")
+            assert points[-1].step == 600 and points[0].step == 20  # logged every 5 batches of 4
+    run = mux.GetAccumulator("mlp")
+    assert "ipdp/age/importance" in run.Tags()["scalars"]
+    assert [e.step for e in run.Images("ipdp/age")] == [200, 400, 600]  # every 50 batches
+    assert [e.step for e in run.Images("importance/over_rows")] == [200, 400, 600]
+    (table,) = {e.tensor_proto.string_val[0].decode() for e in run.Tensors("alarms/text_summary")}
+    assert "| known drifts | 300 |" in table
 
 
 @pytest.mark.parametrize(
@@ -165,7 +176,19 @@ def test_evaluate_writes_summary_plots_and_logs(tmp_path, capsys, strategy):
     assert measures["detected_change_rate"].between(0, 1).all()
     for name in ("metric.png", "detections.png", "summary.md"):
         assert (out / name).stat().st_size > 0
-    assert any((out / "tensorboard").iterdir())
+    # one TensorBoard run per predictor (overlaid in colour), the detectors in "evaluation"
+    mux = EventMultiplexer(size_guidance={"scalars": 0})
+    mux.AddRunsFromDirectory(str(out / "tensorboard"))
+    mux.Reload()
+    assert set(mux.Runs()) == {"evaluation", "probit", "naive_bayes"}
+    for name in ("probit", "naive_bayes"):
+        points = mux.Scalars(name, "metrics/accuracy")
+        assert [e.step for e in points] == list(range(110, 1201, 10))  # rows seen
+    detections = pd.read_csv(out / "detections.csv")
+    for det in ("drift_ddm", "drift_adwin"):
+        points = mux.Scalars("evaluation", f"alarms/{det}")
+        alarms = detections.loc[detections["detector"] == det, "position"]
+        assert [e.step for e in points if e.value == 1.0] == sorted({int(a) + 1 for a in alarms})
     text = capsys.readouterr().out
     assert "naive_bayes" in text and "detected_change_rate" in text
 
@@ -180,3 +203,23 @@ def test_evaluate_writes_summary_plots_and_logs(tmp_path, capsys, strategy):
 def test_evaluate_errors(argv, message, tmp_path):
     with pytest.raises(SystemExit, match=message):
         main(["evaluate", "--n-samples", "300", "--out", str(tmp_path / "x"), *argv])
+
+
+def test_a_mistyped_option_names_the_closest_one(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["run", "--steam", "sea"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "torchstream run: error: unrecognized arguments: --steam (did you mean --stream?)" in err
+    assert "usage: torchstream run" in err  # the command's own usage, not the top level's
+
+
+def test_list_names_the_reproductions_and_reproduce_help_points_to_it(capsys):
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    line = next(l for l in out.splitlines() if l.startswith("reproductions:"))
+    assert all(name in line for name in available()) and len(available()) >= 9
+    with pytest.raises(SystemExit):
+        main(["reproduce", "--help"])
+    help_text = capsys.readouterr().out
+    assert "--list" not in help_text and "torchstream list" in help_text

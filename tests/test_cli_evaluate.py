@@ -26,7 +26,7 @@ def _rows(n: int = 400) -> torch.Tensor:
 def test_ipdp_reports_its_score_and_other_explainers_their_importances():
     X = _rows()
     pdp = IncrementalPDP(lambda Z: 3 * Z[:, 0] + Z[:, 1], 0, grid_size=5, alpha=0.05,
-                         feature_name="x0")
+                         feature_names=["x0", "x1"])
     for start in range(0, len(X), 20):
         pdp.explain(X[start:start + 20])
     assert math.isfinite(pdp.score) and pdp.score > 0

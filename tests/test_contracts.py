@@ -39,7 +39,7 @@ from torchstream.models.distributional import ProbitHead
 from torchstream.select import FIRES, FIRESSelector
 from torchstream.sinks import History
 from torchstream.streams import from_numpy
-from torchstream.trees import DMTMonitor, DynamicModelTree
+from torchstream.trees import DynamicModelTree
 
 D, B = 3, 10
 W = torch.tensor([1.0, -2.0, 0.0], dtype=torch.float64)
@@ -323,7 +323,7 @@ def test_foreign_plugins_and_sinks_are_wrapped_once():
     assert isinstance(sink, Sink) and not isinstance(sink, SinkBase)
     wrapped = as_plugin(foreign)
     assert wrapped.figures() == {} and wrapped.drift_detected is False
-    assert as_sink(History()) is not None and as_plugin(DMTMonitor(DynamicModelTree(2))).name
+    assert as_sink(History()) is not None and as_plugin(DynamicModelTree(2)).plugin.name == "dmt"
     with pytest.raises(TypeError, match="on_batch"):
         as_plugin(object())
     learner = RiverLearner.for_stream(linear_model.LogisticRegression(), _stream())
@@ -332,7 +332,7 @@ def test_foreign_plugins_and_sinks_are_wrapped_once():
     ev = Evaluator(learner, stream, batch_size=2, plugins=[foreign], sinks=[sink],
                    figure_every=1)
     ev.run()
-    assert foreign.steps == [0, 1, 2, 3, 4] and sink.steps == [0, 1, 2, 3, 4]
+    assert foreign.steps == [0, 1, 2, 3, 4] and sink.steps == [2, 4, 6, 8, 10]  # rows seen
     state = ev.state_dict()
     assert state["plugins"] == {"only_batch": {}} and state["sinks"] == {"0": {}}
 

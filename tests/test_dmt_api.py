@@ -15,7 +15,7 @@ from torchstream.evaluate import Evaluator
 from torchstream.evaluate.measures import tree_complexity
 from torchstream.sinks import History
 from torchstream.streams import SEA
-from torchstream.trees import DMTMonitor, DynamicModelTree
+from torchstream.trees import DynamicModelTree
 from torchstream.viz import plot_tree
 
 
@@ -97,7 +97,7 @@ def test_runs_in_the_evaluator_with_the_monitor():
     tree = DynamicModelTree.for_stream(stream)
     history = History()
     result = Evaluator(
-        tree, stream, batch_size=100, plugins=[DMTMonitor(tree)], sinks=[history]
+        tree, stream, batch_size=100, plugins=[tree], sinks=[history]
     ).run()
     assert result.n_rows == 3000 and tree.n_samples_seen == 3000
     assert history.values("dmt/n_nodes")[-1] == tree.n_nodes

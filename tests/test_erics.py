@@ -11,6 +11,7 @@ from torch.distributions import Normal, kl_divergence
 from torchstream.drift import ERICS
 from torchstream.drift.erics import gaussian_entropy, gaussian_kl, r_statistic
 from torchstream.evaluate.measures.detection import detected_change_rate, false_discovery_rate
+from torchstream.viz.figures import plugin_figures
 
 F64 = torch.float64
 
@@ -105,38 +106,38 @@ def test_single_jump_paper_semantics():
     ma = list(e.ma_trace)
     assert ma[100 : 100 + M] == [1 / (2 * M)] * M  # M pairs
     assert ma[:100] == [0.0] * 100 and ma[100 + M] == 0.0
-    # alpha <- D on an alert and decays by (1 - beta) the next step: a plateau of D alerts at
+    # T <- D on an alert and decays by (1 - beta) the next step: a plateau of D alerts at
     # every step while the jump is in the D window (W = 50)
     assert e.alert_steps == list(range(100, 150))
     assert {k for _, k in e.partial_alerts} == {0}
     e = _jump(ERICS(refractory=50), 300)
     assert e.alert_steps == [100] and e.partial_alerts == [(100, 0)]
     # the cool-down only hides alerts: the threshold followed them and it is D's plateau
-    assert e.alpha_trace[149] == pytest.approx(0.01 * (1 - 1e-4))
+    assert e.threshold_trace[149] == pytest.approx(0.01 * (1 - 1e-4))
 
 
 # ---------------------------------------------------------------------- check 16
 @pytest.mark.parametrize("beta", [1e-4, 1e-3, 1.1e-3, 2e-3])
 @pytest.mark.parametrize("compat", [False, True])
-def test_clamped_alpha_is_non_negative_and_quiet_after_the_jump(beta, compat):
+def test_clamped_threshold_is_non_negative_and_quiet_after_the_jump(beta, compat):
     # 2,000 steps instead of the spec's 6,000 (run time): the threshold is last reset at
     # t <= 150, and for beta >= 1e-3 the decay factor 1 - beta * Delta turns negative at
     # Delta = 1 / beta <= 1000, i.e. before t = 1150 (the unclamped quirk below fires at 1015).
     # For beta = 1e-4 that point (Delta = 10^4) lies beyond 6,000 steps as well.
-    e = _jump(ERICS(beta=beta, reference_compat=compat, clamp_alpha=True), 2000)
-    assert min(e.alpha_trace) >= 0.0
-    assert e.partial_alpha.min() >= 0.0
+    e = _jump(ERICS(beta=beta, reference_compat=compat, clamp_threshold=True), 2000)
+    assert min(e.threshold_trace) >= 0.0
+    assert e.partial_threshold.min() >= 0.0
     assert max(e.alert_steps) < 100 + 50
     assert all(t < 150 for t, _ in e.partial_alerts)
 
 
-def test_reference_quirk_negative_alpha_alert_pinned():
+def test_reference_quirk_negative_threshold_alert_pinned():
     # the decay factor 1 - beta * Delta turns negative for Delta > 1/beta; with beta = 1.1e-3
     # the reference semantics fire one extra alert on the constant signal, at t = 1015
     e = _jump(ERICS(beta=1.1e-3, reference_compat=True), 1100)
     assert e.alert_steps == list(range(100, 149, 2)) + [1015]
-    assert e.alpha_trace[1015] < 0.0
-    assert min(e.alpha_trace) < 0.0
+    assert e.threshold_trace[1015] < 0.0
+    assert min(e.threshold_trace) < 0.0
 
 
 # ---------------------------------------------------------------------- check 20
@@ -190,7 +191,8 @@ def test_resume_is_exact(compat):
         assert a.drift_detected == b.drift_detected
         assert torch.equal(a.partial_detected, b.partial_detected)
     assert a.alert_steps == b.alert_steps and a.partial_alerts == b.partial_alerts
-    assert list(a.ma_trace) == list(b.ma_trace) and list(a.alpha_trace) == list(b.alpha_trace)
+    assert list(a.ma_trace) == list(b.ma_trace)
+    assert list(a.threshold_trace) == list(b.threshold_trace)
     assert a.trace_steps == b.trace_steps == range(300, 400)
     assert any(250 <= t < 260 for t in a.alert_steps)
 
@@ -254,4 +256,4 @@ def test_plot_erics():
     assert len(fig.axes) == 3
     # one dotted alert line per alert on every panel
     assert all(sum(1 for ln in ax.lines if ln.get_linestyle() == ":") == 3 for ax in fig.axes)
-    assert set(e.figures()) == {"erics/ma"}
+    assert set(plugin_figures(e)) == {"erics/ma"}

@@ -117,7 +117,7 @@ def test_checkpoint_resume_is_exact():
     assert det.alert_steps == resumed.alert_steps and det.alert_steps
     assert det.partial_alerts == resumed.partial_alerts
     assert list(det.erics.ma_trace) == list(resumed.erics.ma_trace)
-    assert list(det.erics.alpha_trace) == list(resumed.erics.alpha_trace)
+    assert list(det.erics.threshold_trace) == list(resumed.erics.threshold_trace)
     for a, b in zip(det.head.param_stats(), resumed.head.param_stats(), strict=True):
         assert torch.equal(a, b)
     assert torch.equal(det.feature_drift_scores(), resumed.feature_drift_scores())
@@ -133,7 +133,7 @@ def test_runner_hook_ignores_labels():
     assert set(out) == {
         "erics/ma",
         "erics/drift_statistic",
-        "erics/alpha",
+        "erics/threshold",
         "erics/drift",
         "erics/partial_drifts",
     }

@@ -88,7 +88,7 @@ def test_reference_compat_is_unchanged_by_the_defaults(beta):
         e.update(m, s)
         explicit.update(m, s)
     assert e.alert_steps == explicit.alert_steps and e.partial_alerts == explicit.partial_alerts
-    assert list(e.alpha_trace) == list(explicit.alpha_trace)
+    assert list(e.threshold_trace) == list(explicit.threshold_trace)
     assert e.alert_steps == _reference_alerts(snaps, 20, 10, beta)
     # alerts in the first M + W steps are reported in reference mode
     assert any(t < 30 for t in e.alert_steps)
@@ -109,7 +109,7 @@ def test_one_report_per_jump_and_warm_up_follows_the_threshold():
     assert e.alert_steps == [200] and e.partial_alerts == [(200, 1)]
     # the threshold followed the masked alerts: at step 100 it is D's plateau 1/(2M) = 0.01 of
     # the last masked alert (step 79) decayed at steps 80..100 (factors 1 - beta * n, n = 1..21)
-    assert e.alpha_trace[100] == pytest.approx(
+    assert e.threshold_trace[100] == pytest.approx(
         0.01 * np.prod(1 - 1e-4 * np.arange(1, 22)), rel=1e-12
     )
 
@@ -145,6 +145,6 @@ def test_resume_inside_the_warm_up_is_exact():
         a.update(m, s)
         b.update(m, s)
     assert a.alert_steps == b.alert_steps and a.partial_alerts == b.partial_alerts
-    assert list(a.alpha_trace) == list(b.alpha_trace)
+    assert list(a.threshold_trace) == list(b.threshold_trace)
     assert a.alert_steps and min(a.alert_steps) >= 30
     assert all(y - x > 10 for x, y in zip(a.alert_steps, a.alert_steps[1:]))

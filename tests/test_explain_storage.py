@@ -397,7 +397,7 @@ def test_load_state_dict_rejects_another_configuration():
 
 
 def test_seeds():
-    a, b = GeometricReservoir(5, 1), GeometricReservoir(5, 1)
+    a, b = GeometricReservoir(5, 1, seed=None), GeometricReservoir(5, 1, seed=None)
     assert isinstance(a.seed, int) and a.seed != b.seed  # drawn once from the OS (63 bits)
     c = GeometricReservoir(5, 1, seed=a.seed)
     for res in (a, c):

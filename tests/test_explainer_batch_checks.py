@@ -16,6 +16,7 @@ from torchstream.explain import _base as explain_base
 from torchstream.explain.ipdp import IncrementalPDP
 from torchstream.explain.ipfi import IncrementalPFI
 from torchstream.explain.isage import IncrementalSAGE
+from torchstream.viz.figures import plugin_figures
 
 F64 = torch.float64
 BETA = torch.tensor([1.0, -2.0, 0.5], dtype=F64)
@@ -310,7 +311,7 @@ def test_ipdp_constant_feature_one_point_grid_and_zero_importance(rule, tmp_path
     assert not any(math.isnan(v) for v in summary["pd"])
     assert all(g.tolist() == [3.0] for _, g, _ in ipdp.history) and len(ipdp.history) == 5
     assert detector.n_updates == 5 and not detector.drift_positions
-    fig = ipdp.figures()[ipdp.name]
+    fig = plugin_figures(ipdp)[ipdp.name]
     fig.savefig(tmp_path / "constant.png")
     # a checkpoint keeps the exact point; then the range opens and the grid spreads out
     resumed = IncrementalPDP(square_plus, 0, grid_size=m, alpha=alpha, grid=rule, n_ice=4,

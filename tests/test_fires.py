@@ -13,6 +13,7 @@ from torchstream.models.distributional import ProbitHead
 from torchstream.select import FIRES, FIRESSelector, fires_weights, minmax_scale
 from torchstream.sinks import History
 from torchstream.streams import from_numpy
+from torchstream.viz.figures import plugin_figures
 
 
 def _random_stats(g, d):
@@ -229,7 +230,7 @@ def test_plugin_masks_exactly_the_unselected_columns(baseline):
     assert {2, 5} <= set(twin.selected.tolist()), twin.selected
     stab = history.values("fires/stability")
     assert all(math.isnan(v) for v in stab[:9]) and not math.isnan(stab[9])
-    figs = selector.figures()
+    figs = plugin_figures(selector)
     assert set(figs) == {"fires/weights", "fires/selection"}
 
 

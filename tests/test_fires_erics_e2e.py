@@ -234,4 +234,4 @@ def test_erics_as_runner_plugin():
     assert history.values("erics/ma") == pytest.approx(list(twin.ma_trace), abs=0)
     assert [
         s for s, v in zip(history.steps("erics/drift"), history.values("erics/drift")) if v == 1.0
-    ] == erics.alert_steps
+    ] == [(t + 1) * B for t in erics.alert_steps]  # logged at the rows seen

@@ -21,6 +21,8 @@ import torch
 
 from torchstream.drift import PDPDriftDetector
 from torchstream.explain.ipdp import IncrementalPDP
+from torchstream.viz.figures import plugin_figures
+from torchstream.viz.pdp import plot_ipdp
 
 F64 = torch.float64
 
@@ -582,14 +584,16 @@ def test_plugins_inside_prequential_log_to_history():
     stream = from_numpy(X, y, feature_names=["a", "b", "c"], task="regression")
     learner = OnlineLearner(lambda d, k: MLP(d, k, hidden=(8,)), task="regression", lr=0.01,
                             seed=0)
-    ipdp = IncrementalPDP(None, 1, feature_name="b", alpha=0.05, grid_size=8)
-    detector = PDPDriftDetector(IncrementalPDP(None, 0, feature_name="a", alpha=0.05))
+    ipdp = IncrementalPDP(None, 1, feature_names=["a", "b", "c"], alpha=0.05, grid_size=8)
+    detector = PDPDriftDetector(IncrementalPDP(None, "a", feature_names=["a", "b", "c"],
+                                               alpha=0.05))
     history = History()
     Prequential(learner, stream, batch_size=32, plugins=[ipdp, detector], sinks=[history]).run()
     assert ipdp.name == "ipdp/b"
-    assert history.steps("ipdp/b/importance") == list(range(1, 20))  # step 0 fills the storage
+    # rows seen (batches of 32); the first batch fills the storage
+    assert history.steps("ipdp/b/importance") == list(range(64, 641, 32))
     assert history.values("ipdp/b/importance")[-1] == ipdp.score
-    assert history.steps("drift/pdp_a") == list(range(1, 20))
+    assert history.steps("drift/pdp_a") == list(range(64, 641, 32))
     assert set(history.values("drift/pdp_a")) <= {0.0, 1.0}
     assert history.values("ipdp/a/importance")[-1] == detector.explainer.score
     assert ipdp.n_explained == 640 - 32
@@ -602,9 +606,9 @@ def test_plot_returns_axes_and_saves_png(tmp_path):
 
     X = torch.randn(600, 2, generator=gen(24), dtype=F64)
     ipdp = IncrementalPDP(lambda Z: Z[:, 0] ** 2 + Z[:, 1], 0, alpha=0.05, n_ice=10,
-                          history_every=200, feature_name="temperature")
+                          history_every=200, feature_names=["temperature", "x1"])
     run(ipdp, X, 20)
-    ax = ipdp.plot()
+    ax = plot_ipdp(ipdp)
     assert ax.get_xlabel() == "temperature"
     assert len(ax.lines) == 1 + 10 + len(ipdp.history)
     path = tmp_path / "ipdp.png"
@@ -612,8 +616,8 @@ def test_plot_returns_axes_and_saves_png(tmp_path):
     assert path.stat().st_size > 1000
     fig = Figure()
     own = fig.add_subplot()
-    assert ipdp.plot(own) is own
-    figs = ipdp.figures()
+    assert plot_ipdp(ipdp, own) is own
+    figs = plugin_figures(ipdp)
     assert list(figs) == ["ipdp/temperature"]
 
 

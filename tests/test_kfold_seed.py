@@ -30,7 +30,7 @@ def test_same_seed_same_draws_other_seed_other_draws(mode):
     assert a == _plans(DistributedKFold(4, mode=mode, seed=5))
     # 40 steps: two seeds give the same draws with probability <= 4^-40 (cross, split)
     assert a != _plans(DistributedKFold(4, mode=mode, seed=6))
-    unseeded = DistributedKFold(4, mode=mode)
+    unseeded = DistributedKFold(4, mode=mode, seed=None)
     assert isinstance(unseeded.seed, int) and f"seed={unseeded.seed}" in repr(unseeded)
     assert _plans(unseeded) == _plans(DistributedKFold(4, mode=mode, seed=unseeded.seed))
 
@@ -90,7 +90,8 @@ def test_generator_state_resumes_exactly(mode, tmp_path):
         with pytest.raises(ValueError, match=key):
             other.load_state_dict(state)
         assert torch.equal(other.generator.get_state(), before)  # refused: left untouched
-    unseeded = DistributedKFold(5, mode=mode)  # another process: another seed from the OS
+    # another process: another seed from the OS
+    unseeded = DistributedKFold(5, mode=mode, seed=None)
     unseeded.load_state_dict(state)
     assert unseeded.seed == 11 and _plans(unseeded, 50, 17) == expected
 

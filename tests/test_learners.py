@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import warnings
 
 import pandas as pd
 import pytest
@@ -353,3 +354,15 @@ def test_optimizer_step_respects_hooks():
         optimizer_step(opt2)
         ref.step()
     assert torch.equal(q, r)
+
+
+def test_learn_many_on_a_pandas_frame_warns_nothing():
+    """pandas 3 hands out read-only views of a frame's block: the learner copies them rather
+    than letting torch warn that the array is not writable."""
+    X = pd.DataFrame({"a": [1.0, 2.0, 3.0], "b": [0.0, 1.0, 0.5]})
+    y = pd.Series([0, 1, 0])
+    learner = OnlineLearner(lambda d, k: MLP(d, k), lr=0.01, seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        learner.learn_many(X, y)
+        assert learner.predict_proba_many(X).shape == (3, 2)

@@ -81,7 +81,7 @@ def test_test_then_train_order():
     assert [b.start for b in spy.batches] == [0, 3, 6, 9]
     assert all(b.y_pred.shape == (3, 2) for b in spy.batches)
     assert history.values("spy/rows") == [3.0] * 4
-    assert history.steps("metrics/accuracy/cumulative") == [0, 1, 2, 3]
+    assert history.steps("metrics/accuracy/cumulative") == [3, 6, 9, 12]  # rows seen
     assert history.values("metrics/accuracy/cumulative") == pytest.approx([1 / 3, 1 / 6, 4 / 9, 7 / 12])
 
 
@@ -200,13 +200,13 @@ def test_runner_logs_to_tensorboard(tmp_path):
                          sinks=[sink], log_every=2)
     runner.run()
     runner.close()
-    acc = EventAccumulator(str(tmp_path / "tb"), size_guidance={"scalars": 0})
+    acc = EventAccumulator(str(tmp_path / "tb" / "run"), size_guidance={"scalars": 0})
     acc.Reload()
     tags = set(acc.Tags()["scalars"])
     assert {"metrics/accuracy/cumulative", "metrics/accuracy/window", "metrics/f1/cumulative",
             "metrics/log_loss/window", "learner/loss"} <= tags
     events = acc.Scalars("metrics/accuracy/cumulative")
-    assert [e.step for e in events] == [1, 3, 5, 7, 9]
+    assert [e.step for e in events] == [20, 40, 60, 80, 100]  # every 2 batches, in rows seen
     assert events[-1].value == pytest.approx(runner.results()["accuracy"], abs=1e-6)
 
 
@@ -217,7 +217,7 @@ def test_drift_is_visible_in_windowed_accuracy():
     runner.run()
     steps = history.steps("metrics/accuracy/window")
     acc = dict(zip(steps, history.values("metrics/accuracy/window")))
-    before, after = acc[149], acc[179]  # windows ending at row 1500 and at row 1800
+    before, after = acc[1500], acc[1800]  # windows ending at row 1500 and at row 1800
     assert after < before - 0.1
 
 
@@ -269,9 +269,9 @@ def test_figures_reach_tensorboard_images(tmp_path):
                          plugins=[Pictures()], sinks=[sink], figure_every=5)
     runner.run()
     runner.close()
-    acc = EventAccumulator(str(tmp_path / "tb"), size_guidance={"images": 0})
+    acc = EventAccumulator(str(tmp_path / "tb" / "run"), size_guidance={"images": 0})
     acc.Reload()
-    assert [e.step for e in acc.Images("pics/curve")] == [4, 9]
+    assert [e.step for e in acc.Images("pics/curve")] == [20, 40]  # every 5 batches of 4 rows
     assert plt.get_fignums() == []  # the runner closed them
     with pytest.raises(ValueError, match="figure_every"):
         Prequential(mlp_learner(), SEA(n_samples=4), figure_every=0)

@@ -165,7 +165,9 @@ def written(tmp_path) -> tuple[Path, TensorBoardSink]:
     sink.log_config(CONFIG)
     _log(sink)
     sink.close()
-    return tmp_path, sink
+    # the main run is a named directory, so TensorBoard never calls it "."
+    assert [p.name for p in tmp_path.iterdir()] == ["run"] and sink.run_dir == str(tmp_path / "run")
+    return tmp_path / "run", sink
 
 
 def test_tensorboard_scalars(written):
@@ -203,7 +205,7 @@ def test_tensorboard_declared_hparam_metrics(tmp_path):
     with TensorBoardSink(tmp_path, hparam_metrics=(CUM,)) as sink:
         sink.log_config(CONFIG)
         _log(sink)
-    content = _read(tmp_path).PluginTagToContent("hparams")
+    content = _read(tmp_path / "run").PluginTagToContent("hparams")
     experiment = HParamsPluginData.FromString(content["_hparams_/experiment"]).experiment
     assert [m.name.tag for m in experiment.metric_infos] == [CUM]
     types = {info.name: DataType.Name(info.type) for info in experiment.hparam_infos}
@@ -260,14 +262,14 @@ def test_tensorboard_resume_keeps_the_full_layout(tmp_path):
     _log(first, STEPS[:2])
     state = first.state_dict()
     first.close()
-    assert state == {"tags": [CUM, "loss", WIN]}
+    assert state["tags"] == [CUM, "loss", WIN]
     second = TensorBoardSink(tmp_path)
     second.load_state_dict(state)
     second.log_scalars(20, {"loss": 0.125})  # only some tags logged after resuming
     second.close()
     with pytest.raises(RuntimeError, match="closed"):
         second.log_scalars(30, {"loss": 0.0})
-    acc = _read(tmp_path)
+    acc = _read(tmp_path / "run")
     assert [(e.step, e.value) for e in acc.Scalars("loss")] == [(0, 0.5), (10, 0.25), (20, 0.125)]
     assert list(_charts(_layout(acc))) == [("metrics", "accuracy"), ("misc", "loss")]
     assert len(_charts(_layout(acc))["metrics", "accuracy"]) == 2

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from torchstream.cli import main
-from torchstream.cli.sweep import load_sweep, run_sweep
+from torchstream.cli.sweep import SweepConfig, load_sweep, run_sweep
 
 
 def write(tmp_path, text):
@@ -37,7 +37,7 @@ def test_two_run_sweep_and_rerun_skips(tmp_path, capsys, workers):
     path = write(tmp_path, GRID.format(workers=workers, out=out))
     assert main(["sweep", str(path)]) == 0
     table = pd.read_csv(out / "results.csv")
-    assert list(table["models"]) == ["probit", "mlp"]
+    assert list(table["model"]) == ["probit", "mlp"]  # the option's name, not the grid key's
     assert (table["status"] == "ok").all()
     assert table["n_rows"].tolist() == [200, 200]
     assert {"accuracy", "ipfi/salary"} <= set(table.columns)
@@ -49,6 +49,17 @@ def test_two_run_sweep_and_rerun_skips(tmp_path, capsys, workers):
     capsys.readouterr()
     main(["sweep", str(path)])
     assert "2 already finished, 0 to run" in capsys.readouterr().out
+    again = pd.read_csv(out / "results.csv")  # the rerun keeps each run's own wall time
+    assert again["wall_seconds"].tolist() == table["wall_seconds"].tolist()
+    assert (again["wall_seconds"] > 0).all()
+
+
+def test_a_csv_stream_in_a_run_id_is_its_name_and_a_digest(tmp_path):
+    config = SweepConfig(name="t", out=tmp_path, grid={"streams": ["/data/a/x.csv",
+                                                                   "/data/b/x.csv"]})
+    ids = [spec.run_id for spec in config.runs()]
+    assert all(i.startswith("stream=x.") and "/" not in i and "data" not in i for i in ids)
+    assert len(set(ids)) == 2
 
 
 def test_failed_run_is_reported_and_does_not_stop_the_grid(tmp_path):

@@ -1,5 +1,6 @@
 """TensorBoard as a user sees it: a short run's logs served by ``tensorboard --logdir`` and
-opened in headless Chromium; the explainer charts must be there by their titles.
+opened in headless Chromium; the explainer charts must be there by their titles, with one
+series per feature named after it, reaching the number of rows.
 
 Needs Chromium, chromedriver and selenium (CI installs them; see ``.ci/run``). Without them the
 test is skipped with the reason.
@@ -38,28 +39,46 @@ def write_run(logdir: Path) -> list[str]:
                         seed=0),
     ]
     runner = Prequential(learner, stream, batch_size=8, plugins=plugins,
-                         sinks=[TensorBoardSink(str(logdir / "demo"))], log_every=5)
+                         sinks=[TensorBoardSink(str(logdir / "demo"), run="mlp",
+                                                explainers=["ipfi", "isage"])], log_every=5)
     runner.run()
     runner.close()
     return columns
 
 
+def _card_rows(lines: list[str], title: str, n_runs: int) -> dict[str, str]:
+    """``{run: step}`` of the data table under the time-series card ``title`` (each row of the
+    table is run, smoothed, value, step, relative)."""
+    start = lines.index(title)
+    first = lines.index("Relative", start) + 1
+    return {lines[i]: lines[i + 3] for i in range(first, first + 5 * n_runs, 5)}
+
+
 def test_explainer_charts_in_the_browser(tmp_path):
     torch.set_num_threads(1)
     columns = write_run(tmp_path / "logs")
+    d = len(columns)
     with serve_tensorboard(tmp_path / "logs") as url:
-        # custom scalars: one chart per explainer holding one series per feature
+        # custom scalars: the explainers' category first, one chart per explainer holding one
+        # series (a run named after the feature) per feature
         # (a tall window, so that every chart is rendered, not only those in view)
         text = dashboard_text(url, dashboard="custom_scalars",
-                              wait_for=["metrics", "ipfi", "isage", f"Matches ({len(columns)})"],
+                              wait_for=["importance", "metrics", "ipfi", "isage", f"Matches ({d})"],
                               screenshot=tmp_path / "custom_scalars.png", size=(1400, 2200))
         lines = text.splitlines()
         assert "ipfi" in lines and "isage" in lines and "accuracy" in lines
-        assert lines.count(f"Matches ({len(columns)})") == 2  # one series per feature, twice
-        # time series: a group per explainer with one card per feature
-        d = len(columns)
-        dashboard_text(url, dashboard="timeseries",
-                       wait_for=[f"ipfi{d} cards", f"isage{d} cards"],
-                       screenshot=tmp_path / "timeseries.png")
+        assert lines.index("importance") < lines.index("metrics")
+        assert lines.count(f"Matches ({d})") == 2  # one series per feature, twice
+        assert {f"demo/{e}/{c}" for e in ("ipfi", "isage") for c in columns} <= set(lines)
+        assert "demo/mlp" in lines and "." not in lines
+        # time series: one group "importance" with one card per explainer; each card's data
+        # table holds every feature's run, at the last step: the number of rows (400)
+        text = dashboard_text(url, dashboard="timeseries",
+                              wait_for=["importance2 cards", "/isage", "Relative"],
+                              screenshot=tmp_path / "timeseries.png", size=(1400, 2200))
+        lines = text.splitlines()
+        for explainer in ("ipfi", "isage"):
+            rows = _card_rows(lines, f"/{explainer}", d)
+            assert rows == {f"demo/{explainer}/{c}": "400" for c in columns}
     assert (tmp_path / "custom_scalars.png").stat().st_size > 10_000
     assert (tmp_path / "timeseries.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

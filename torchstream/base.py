@@ -64,12 +64,13 @@ from __future__ import annotations
 
 import copy
 import inspect
-from collections.abc import Hashable, Mapping, Sequence
-from typing import TYPE_CHECKING, Protocol, TypeVar, runtime_checkable
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 import torch
 
 from torchstream.checkpoint import check_settings
+from torchstream.typing import BatchView
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -147,7 +148,7 @@ class Base:
         for name, value in list(bound.arguments.items())[1:]:
             kind = signature.parameters[name].kind
             if kind is inspect.Parameter.VAR_KEYWORD:
-                extra: Mapping[str, object] = value  # type: ignore[assignment]
+                extra: Mapping[str, object] = value
                 params.update({k: _snapshot(v) for k, v in extra.items()})
             elif kind is not inspect.Parameter.VAR_POSITIONAL:
                 params[name] = _snapshot(value)
@@ -190,7 +191,8 @@ class Learner(Protocol):
     """Predicts a batch and learns from it; ``learn`` returns None and leaves the step's loss in
     ``last_loss`` (NaN for learners without one). ``task`` is ``"classification"``,
     ``"regression"`` or None (any stream); batches are made on ``device`` (None: the CPU) in
-    ``dtype``; ``register_classes`` takes the stream's class labels in code order."""
+    ``dtype``; ``register_classes`` takes the stream's class labels in code order;
+    ``state_dict`` / ``load_state_dict`` checkpoint it."""
 
     task: str | None
     device: torch.device | None
@@ -204,6 +206,10 @@ class Learner(Protocol):
     def last_loss(self) -> float: ...
 
     def register_classes(self, classes: Sequence[Hashable]) -> None: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None: ...
 
 
 @runtime_checkable
@@ -254,7 +260,7 @@ class Sink(Protocol):
 class Plugin(Protocol):
     """Called by the runner for every batch, after testing and before learning."""
 
-    def on_batch(self, batch: object) -> Mapping[str, float] | None: ...
+    def on_batch(self, batch: BatchView) -> Mapping[str, float] | None: ...
 
 
 # ---------------------------------------------------------------------------- base classes
@@ -307,14 +313,14 @@ class LearnerAdapter(LearnerBase):
         return getattr(learner, name)
 
     def __call__(self, X: torch.Tensor) -> torch.Tensor:
-        return self.learner(X)  # type: ignore[operator]
+        return self.learner(X)
 
     def learn(self, X: torch.Tensor, y: torch.Tensor) -> None:
         out = self.learner.learn(X, y)  # type: ignore[attr-defined]
         self._loss = float("nan") if out is None else float(out)
 
-    @property  # type: ignore[override]
-    def last_loss(self) -> float:
+    @property
+    def last_loss(self) -> float:  # type: ignore[override]
         return self._loss
 
     def register_classes(self, classes: Sequence[Hashable]) -> None:
@@ -356,7 +362,7 @@ class PluginBase(Base):
     >>> class Count(PluginBase):
     ...     def __init__(self) -> None:
     ...         self.rows = 0
-    ...     def on_batch(self, batch: object) -> dict[str, float]:
+    ...     def on_batch(self, batch: BatchView) -> dict[str, float]:
     ...         self.rows += batch.X.shape[0]
     ...         return {"rows": float(self.rows)}
     >>> p = Count()
@@ -368,7 +374,7 @@ class PluginBase(Base):
     #: Whether the last batch raised a drift alert (read by the runner's ``reset_on_drift``).
     drift_detected: bool = False
 
-    def on_batch(self, batch: object) -> Mapping[str, float] | None:
+    def on_batch(self, batch: BatchView) -> Mapping[str, float] | None:
         raise NotImplementedError
 
     def transform(self, X: torch.Tensor, step: int) -> torch.Tensor:
@@ -398,7 +404,7 @@ class DriftDetectorBase(PluginBase):
     ...         self.threshold = threshold
     ...     def update(self, X: torch.Tensor) -> None:
     ...         self._alarm(bool(X.mean() > self.threshold), X.shape[0])
-    ...     def on_batch(self, batch: object) -> dict[str, float]:
+    ...     def on_batch(self, batch: BatchView) -> dict[str, float]:
     ...         self.update(batch.X)
     ...         return {"drift": float(self.drift_detected)}
     >>> det = Above()
@@ -426,7 +432,7 @@ class DriftDetectorBase(PluginBase):
         if hit:
             self.alerts.append(first + int(n_rows) - 1)
 
-    def on_batch(self, batch: object) -> Mapping[str, float] | None:
+    def on_batch(self, batch: BatchView) -> Mapping[str, float] | None:
         raise NotImplementedError
 
 
@@ -467,7 +473,24 @@ class SinkBase:
 _PLUGIN_HOOKS = ("on_batch", "transform", "figures", "state_dict", "load_state_dict")
 
 
-class PluginAdapter(PluginBase):
+class _ForwardedState:
+    """``state_dict`` / ``load_state_dict`` of an adapter: the wrapped object's hooks (in
+    ``_hooks``) when it has them, else an empty state."""
+
+    #: the wrapped object's own methods: what they return is the foreign object's business
+    _hooks: dict[str, Callable[..., Any]]
+
+    def state_dict(self) -> dict[str, object]:
+        hook = self._hooks.get("state_dict")
+        return {} if hook is None else hook()
+
+    def load_state_dict(self, state: Mapping[str, object]) -> None:
+        hook = self._hooks.get("load_state_dict")
+        if hook is not None:
+            hook(state)
+
+
+class PluginAdapter(_ForwardedState, PluginBase):
     """A foreign plug-in (an object with ``on_batch`` and / or ``transform``) in
     :class:`PluginBase`'s shape: the hooks it has are called, the others are the defaults.
     Built once, by :func:`as_plugin`.
@@ -492,7 +515,7 @@ class PluginAdapter(PluginBase):
     def drift_detected(self) -> bool:  # type: ignore[override]
         return bool(getattr(self.plugin, "drift_detected", False))
 
-    def on_batch(self, batch: object) -> Mapping[str, float] | None:
+    def on_batch(self, batch: BatchView) -> Mapping[str, float] | None:
         hook = self._hooks.get("on_batch")
         return None if hook is None else hook(batch)
 
@@ -504,22 +527,13 @@ class PluginAdapter(PluginBase):
         hook = self._hooks.get("figures")
         return {} if hook is None else hook()
 
-    def state_dict(self) -> dict[str, object]:
-        hook = self._hooks.get("state_dict")
-        return {} if hook is None else hook()
-
-    def load_state_dict(self, state: Mapping[str, object]) -> None:
-        hook = self._hooks.get("load_state_dict")
-        if hook is not None:
-            hook(state)
-
 
 def as_plugin(plugin: object) -> PluginBase:
     """``plugin`` itself when it is a :class:`PluginBase`, else a :class:`PluginAdapter`."""
     return plugin if isinstance(plugin, PluginBase) else PluginAdapter(plugin)
 
 
-class SinkAdapter(SinkBase):
+class SinkAdapter(_ForwardedState, SinkBase):
     """A foreign sink in :class:`SinkBase`'s shape (built once, by :func:`as_sink`)."""
 
     def __init__(self, sink: object) -> None:
@@ -553,15 +567,6 @@ class SinkAdapter(SinkBase):
 
     def close(self) -> None:
         self.sink.close()
-
-    def state_dict(self) -> dict[str, object]:
-        hook = self._hooks.get("state_dict")
-        return {} if hook is None else hook()
-
-    def load_state_dict(self, state: Mapping[str, object]) -> None:
-        hook = self._hooks.get("load_state_dict")
-        if hook is not None:
-            hook(state)
 
 
 def as_sink(sink: object) -> SinkBase:

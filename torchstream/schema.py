@@ -40,10 +40,13 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import torch
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 FeatureKind = Literal["numeric", "categorical"]
 MISSING = "<missing>"
@@ -274,7 +277,7 @@ class Schema:
     # ------------------------------------------------------------------ encoding
     def encode(
         self,
-        rows: Sequence[Mapping[Hashable, Any]] | Any,
+        rows: Sequence[Mapping[Hashable, Any]] | pd.DataFrame,
         *,
         dtype: torch.dtype = torch.float32,
         device: torch.device | str | None = None,
@@ -380,16 +383,17 @@ class Schema:
             if missing:
                 code = codes[match_key(MISSING)]
             else:
-                code = codes.get(match_key(v))
-                if code is None:
-                    if self.unseen == "other":
-                        code = codes[match_key(OTHER)]
-                    else:
-                        known = ", ".join(repr(c) for c in f.categories)
-                        raise ValueError(
-                            f"row {i}, column {f.name!r}: unseen category {v!r} (known: {known}); "
-                            f"use unseen='other' to map it to '{OTHER}'"
-                        )
+                found = codes.get(match_key(v))
+                if found is not None:
+                    code = found
+                elif self.unseen == "other":
+                    code = codes[match_key(OTHER)]
+                else:
+                    known = ", ".join(repr(c) for c in f.categories)
+                    raise ValueError(
+                        f"row {i}, column {f.name!r}: unseen category {v!r} (known: {known}); "
+                        f"use unseen='other' to map it to '{OTHER}'"
+                    )
             if self.encoding == "ordinal":
                 out.append(float(code))
             else:
@@ -434,8 +438,26 @@ class Schema:
         end = self._offsets[j + 1] if j + 1 < len(self._offsets) else self.n_columns
         return slice(self._offsets[j], end)
 
+    def feature_groups(self) -> dict[str, list[int]]:
+        """``{feature name: its encoded column indices}``, in feature order: the ``feature_groups``
+        of the explainers. A one-hot block, and a numeric column with its missing-value
+        indicator, form one group; the groups cover ``0..n_columns-1`` exactly once.
+
+        >>> s = Schema([Feature("a", nullable=True), Feature("c", "categorical", ("x", "y"))])
+        >>> s.feature_groups()
+        {'a': [0, 1], 'c': [2, 3]}
+        """
+        groups: dict[str, list[int]] = {}
+        for name in self.names:
+            key = str(name)
+            if key in groups:
+                raise ValueError(f"features {name!r} and another have the same name as a string")
+            cols = self.feature_columns(name)
+            groups[key] = list(range(cols.start, cols.stop))
+        return groups
+
     # ------------------------------------------------------------------ persistence
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:  # JSON-like values (lists of feature dicts)
         """A plain-Python description (JSON-able for str / int names and categories)."""
         return {
             "encoding": self.encoding,

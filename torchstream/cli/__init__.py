@@ -4,12 +4,13 @@
 (:mod:`~torchstream.cli.run`); ``evaluate`` compares predictors and drift detectors
 (:mod:`~torchstream.cli.evaluate`); ``sweep`` runs a grid of ``run`` jobs
 (:mod:`~torchstream.cli.sweep`); ``reproduce`` rebuilds a paper's result
-(:mod:`~torchstream.cli.reproduce`); ``list`` names the streams, model specs and learners.
+(:mod:`~torchstream.cli.reproduce`); ``list`` names the streams, model specs, learners and reproductions.
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
 from collections.abc import Sequence
 
 from torchstream import streams
@@ -26,7 +27,27 @@ __all__ = ["CommandError", "build_parser", "main", "make_stream"]
 def main(argv: Sequence[str] | None = None) -> int:
     """Run a command; errors are one line on stderr and exit status 2 (argparse's convention),
     never a traceback (set ``TORCHSTREAM_DEBUG=1`` to see one)."""
-    return guarded(_dispatch, build_parser().parse_args(argv))
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        _unknown_options(parser, args, unknown)
+    return guarded(_dispatch, args)
+
+
+def _unknown_options(parser: argparse.ArgumentParser, args: argparse.Namespace,
+                     unknown: list[str]) -> None:
+    """Exit 2 with the command's own usage, naming each unknown argument and the closest
+    known option (``--steam`` -> ``--stream``)."""
+    command = parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            command = action.choices.get(args.command, parser)
+    known = [s for a in command._actions for s in a.option_strings]
+    hints = []
+    for arg in unknown:
+        close = difflib.get_close_matches(arg.split("=")[0], known, n=1, cutoff=0.6)
+        hints.append(f"{arg} (did you mean {close[0]}?)" if close else arg)
+    command.error("unrecognized arguments: " + ", ".join(hints))
 
 
 def _dispatch(args: argparse.Namespace) -> int:
@@ -45,4 +66,5 @@ def _list() -> int:
     print("streams:", ", ".join(sorted(streams.SYNTHETIC)), "| a CSV path | river:<Dataset>")
     print("models: ", ", ".join(available_specs()), "| a model spec TOML path")
     print("other learners:", ", ".join(registered_learners()))
+    print("reproductions:", ", ".join(reproduce.available()), "| all (`torchstream reproduce`)")
     return 0

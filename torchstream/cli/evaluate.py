@@ -3,7 +3,9 @@
 Writes to ``--out``: ``summary.csv`` / ``summary.md`` (final measures per predictor),
 ``steps.csv`` (per-step records), ``detections.csv`` and ``detection_measures.csv`` (when
 detectors run), the plots ``metric.png``, ``spider.png`` (several predictors) and
-``detections.png``, and TensorBoard logs in ``tensorboard/``.
+``detections.png``, and TensorBoard logs in ``tensorboard/``: one run per predictor
+(``tensorboard/<predictor>``, its metrics over the rows seen) and the run ``evaluation`` (the
+config, the detectors' alarm series ``alarms/<detector>`` and a table of the alarm rows).
 """
 
 from __future__ import annotations
@@ -125,7 +127,10 @@ def evaluate(args: argparse.Namespace) -> int:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out = Path(args.out or Path("runs") / f"evaluate-{stream.name}-{stamp}")
     out.mkdir(parents=True, exist_ok=True)
-    sink = TensorBoardSink(str(out / "tensorboard"))
+    # one TensorBoard run per predictor, overlaid in colour; the config, the detectors and
+    # their alarms in the run "evaluation"
+    main_run = "evaluation" if "evaluation" not in learners else "evaluation_"
+    sink = TensorBoardSink(str(out / "tensorboard"), run=main_run, predictors=list(learners))
     runner = Evaluator(
         learners, stream, strategy=args.strategy, strategy_args=strategy_args,
         batch_size=args.batch_size, n_pretrain=args.n_pretrain,

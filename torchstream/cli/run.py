@@ -32,9 +32,11 @@ from torchstream.explain.isage import IncrementalSAGE
 from torchstream.learners.registry import BuiltLearner, LearnerOptions, make_learner
 from torchstream.sinks import TensorBoardSink
 from torchstream.streams.base import Stream
+from torchstream.viz.figures import plugin_figures
+from torchstream.viz.importance import explanation_figures
 
 __all__ = ["EXPLAINERS", "add_parser", "learner_options", "make_explainers", "run_command",
-           "run_parser"]
+           "run_parser", "tensorboard_sink"]
 
 EXPLAINERS = ("ipfi", "isage", "ipdp")
 
@@ -72,7 +74,9 @@ def add_parser(
                      help="torch CPU threads (default: 1; online models are small and extra "
                           "threads only add synchronisation)")
     run.add_argument("--logdir",
-                     help="TensorBoard run directory (default: runs/<stream>-<model>-<time>)")
+                     help="TensorBoard directory of the run (default: runs/<stream>-<model>-"
+                          "<time>); it holds the runs <model> (metrics, loss, alarms, figures) "
+                          "and <explainer>/<feature> (one per feature)")
     run.add_argument("--log-every", type=int, default=10, help="log scalars every N batches")
     run.add_argument("--checkpoint",
                      help="checkpoint file written every --checkpoint-every batches")
@@ -92,7 +96,8 @@ def add_parser(
     run.add_argument("--pdp-feature", help="feature (encoded column) of the iPDP "
                                            "(default: the first column)")
     run.add_argument("--figure-every", type=int, default=1000,
-                     help="batches between iPDP pictures in TensorBoard (default: %(default)s)")
+                     help="batches between the pictures in TensorBoard (importance over rows "
+                          "with the drifts, iPDP) (default: %(default)s)")
     return run
 
 
@@ -137,13 +142,14 @@ def run_command(args: argparse.Namespace) -> int:
     runner = Prequential(learner, stream, batch_size=args.batch_size, window=args.window,
                          log_every=args.log_every, plugins=plugins,
                          records_path=Path(logdir) / "steps.csv",
-                         figure_every=args.figure_every,
+                         figure_every=args.figure_every, figures=plugin_figures,
                          progress=not args.no_progress and sys.stderr.isatty(),
                          config=_run_identity(args, built))
     state = None
     if args.resume:  # checked before anything is written
         state = runner.read_checkpoint(args.resume, trusted=args.trust_checkpoint)
-    runner.add_sink(TensorBoardSink(logdir))
+    runner.add_sink(tensorboard_sink(logdir, built.name, plugins,
+                                     figure_every=args.figure_every * args.batch_size))
     if inference is not None:
         _write_json(Path(logdir) / "schema.json", inference.to_dict())
     if state is not None:
@@ -180,6 +186,18 @@ def run_command(args: argparse.Namespace) -> int:
     if args.result_json:
         _write_result(Path(args.result_json), result, plugins, logdir)
     return 0
+
+
+def tensorboard_sink(logdir: str, model: str, plugins: Sequence[Explainer], *,
+                     figure_every: int) -> TensorBoardSink:
+    """The run's TensorBoard runs: the main one named after the model, ``<logdir>/<model>``;
+    one per feature of each per-feature explainer (iPFI, iSAGE), ``<logdir>/<explainer>/
+    <feature>``; the figure of the explanations over rows with the drifts and alarms every
+    ``figure_every`` rows and at the end."""
+    explainers = [_name(p) for p in plugins if not isinstance(p, IncrementalPDP)]
+    run = model if model not in explainers else f"model_{model}"
+    return TensorBoardSink(logdir, run=run, explainers=explainers,
+                           figures=explanation_figures, figure_every=figure_every)
 
 
 def _check_run_args(args: argparse.Namespace) -> None:
@@ -282,8 +300,8 @@ def make_explainers(args: argparse.Namespace, stream: Stream) -> list[Explainer]
             feature = args.pdp_feature or columns[0]
             if feature not in columns:
                 raise ValueError(f"--pdp-feature {feature!r} is not a column; columns: {columns}")
-            out.append(IncrementalPDP(None, columns.index(feature), alpha=args.explain_alpha,
-                                      feature_name=feature, seed=args.seed))
+            out.append(IncrementalPDP(None, feature, feature_names=columns,
+                                      alpha=args.explain_alpha, seed=args.seed))
     return out
 
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import hashlib
 import json
 import math
 import multiprocessing as mp
@@ -134,7 +135,7 @@ class SweepConfig:
             parts = []
             for k, v in zip(keys, values):
                 options[_GRID_KEYS[k]] = v
-                parts.append(f"{_GRID_KEYS[k]}={v}")
+                parts.append(f"{_GRID_KEYS[k]}={_short(v)}")
             run_id = re.sub(r"[^A-Za-z0-9_.=,-]+", "_", "-".join(parts)) or "run"
             out.append(RunSpec(run_id, options))
         return out
@@ -306,7 +307,7 @@ def _check_names(args: argparse.Namespace, learners: Sequence[str], explainers: 
                              "device is available")
 
 
-def execute(argv: list[str], run_dir: str) -> dict[str, Any]:
+def execute(argv: list[str], run_dir: str) -> dict[str, object]:
     """Run one ``torchstream run`` in this process; never raises (errors become the row)."""
     t0 = time.perf_counter()
     Path(run_dir).mkdir(parents=True, exist_ok=True)
@@ -324,9 +325,27 @@ def execute(argv: list[str], run_dir: str) -> dict[str, Any]:
     return {"status": status, "error": error, "wall_seconds": time.perf_counter() - t0}
 
 
-def _row(spec: RunSpec, out: Path, info: Mapping[str, Any]) -> dict[str, Any]:
+def _short(value: object) -> str:
+    """A grid value as it appears in a run id: a file path by its name plus 6 hex digits of
+    the whole path (two ``data.csv`` in different folders stay apart), anything else as is."""
+    text = str(value)
+    if "/" in text or text.endswith(".csv"):
+        digest = hashlib.sha256(text.encode()).hexdigest()[:6]
+        return f"{Path(text).stem}.{digest}"
+    return text
+
+
+#: Per run: the status, error and wall time of its last execution (read back on a rerun).
+RUN_INFO = "sweep_run.json"
+
+
+def _row(spec: RunSpec, out: Path, info: Mapping[str, Any] | None) -> dict[str, object]:
     row: dict[str, Any] = {"run_id": spec.run_id}
-    row.update({k: spec.options[v] for k, v in _GRID_KEYS.items() if v in spec.options})
+    row.update({v: spec.options[v] for v in _GRID_KEYS.values() if v in spec.options})
+    if info is None:  # finished in an earlier sweep: its own record of that execution
+        saved = out / spec.run_id / RUN_INFO
+        info = (json.loads(saved.read_text()) if saved.exists()
+                else {"status": "ok", "error": "", "wall_seconds": float("nan")})
     row.update(info)
     result = out / spec.run_id / "result.json"
     if result.exists():
@@ -363,11 +382,12 @@ def run_sweep(config: SweepConfig, *, executor: str | None = None,
         results = _run_local(jobs, config.workers)
     for spec, info in zip(todo, results):
         infos[spec.run_id] = info
+        run_dir = config.out / spec.run_id
+        if run_dir.is_dir():
+            (run_dir / RUN_INFO).write_text(json.dumps(info))
         echo(f"  {spec.run_id}: {info['status']}" + (f" ({info['error']})" if info["error"]
                                                      else ""))
-    rows = [_row(s, config.out, infos.get(s.run_id, {"status": "ok", "error": "",
-                                                      "wall_seconds": float("nan")}))
-            for s in runs]
+    rows = [_row(s, config.out, infos.get(s.run_id)) for s in runs]
     table = pd.DataFrame(rows)
     table.to_csv(config.out / "results.csv", index=False)
     return table

@@ -7,6 +7,7 @@ from torchstream.drift.cdleeds import (
     LocalChange,
     LocalChangeMonitor,
     corrected_alpha,
+    corrected_significance,
     fisher_combine,
 )
 from torchstream.drift.erics import ERICS
@@ -23,5 +24,6 @@ __all__ = [
     "LocalChangeMonitor",
     "PDPDriftDetector",
     "corrected_alpha",
+    "corrected_significance",
     "fisher_combine",
 ]

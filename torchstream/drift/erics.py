@@ -15,19 +15,19 @@ Per step (paper Eq. 8 and Fig. 2; ``M`` = ``window_mvg_average``, ``W`` =
     MA_t  = 1/(2M) sum over the last M pairs i of |sum_k (r_ik - 1)|     (global)
     MA_tk = 1/(2M) sum over the last M pairs i of |r_ik - 1|             (partial, per k)
     D_t   = MA_t - MA_{t-W}                   (the telescoped sum of W differences)
-    alpha <- alpha - alpha * beta * Delta;  Delta <- Delta + 1          (threshold decay)
-    drift at t  <=>  D_t > alpha;  then alpha <- D_t, Delta <- 1
+    T <- T - T * beta * Delta;  Delta <- Delta + 1            (decay of the threshold T)
+    drift at t  <=>  D_t > T;  then T <- D_t, Delta <- 1
 
 The same test runs per parameter (or per feature, on the head's ``feature_stats()``) with its
 own threshold: *partial* drift, which says which features moved. The initial window holds the
 starting snapshot (the head's state when ERICS is built, or ``(mu_init, sigma_init)``), so
-``MA`` and ``D`` are 0 before anything changes; the first step sets ``alpha = |D_0|``. Running
+``MA`` and ``D`` are 0 before anything changes; the first step sets ``T = |D_0|``. Running
 sums make a step ``O(K)``.
 
 Three documented fixes of the published behaviour (spec of this package, §5.5, §5.8):
 
-* ``clamp_alpha`` (default on): ``alpha = max(alpha, 0)`` after the decay. The decay factor
-  ``1 - beta * Delta`` turns negative once ``Delta > 1 / beta``, which can make ``alpha`` a tiny
+* ``clamp_threshold`` (default on): ``T = max(T, 0)`` after the decay. The decay factor
+  ``1 - beta * Delta`` turns negative once ``Delta > 1 / beta``, which can make ``T`` a tiny
   negative number and fire an alert on a perfectly constant signal.
 * ``refractory`` (default ``W``): after a reported alert, alerts in the next ``refractory``
   steps are not reported (the threshold still follows them). One jump of the distribution
@@ -55,20 +55,26 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeVar
+
+import warnings
 
 import numpy as np
 import torch
 
+from torchstream._deprecation import renamed
 from torchstream.base import PluginBase
 from torchstream.checkpoint import check_settings
-
-if TYPE_CHECKING:
-    from matplotlib.figure import Figure
+from torchstream.models.distributional import ParameterDistribution
+from torchstream.models.distributional._placement import to_head
+from torchstream.typing import BatchView
 
 __all__ = ["ERICS", "gaussian_entropy", "gaussian_kl", "r_statistic"]
 
 _F64 = torch.float64
+
+#: Tensors or numpy arrays (the detector computes in numpy, callers may pass tensors).
+_Array = TypeVar("_Array", torch.Tensor, np.ndarray)
 
 
 def gaussian_entropy(sigma: torch.Tensor) -> torch.Tensor:
@@ -93,25 +99,14 @@ def gaussian_kl(
     )
 
 
-def r_statistic(
-    mu: torch.Tensor, sigma: torch.Tensor, mu_prev: torch.Tensor, sigma_prev: torch.Tensor
-) -> torch.Tensor:
+def r_statistic(mu: _Array, sigma: _Array, mu_prev: _Array, sigma_prev: _Array) -> _Array:
     """``r_k - 1`` with ``r_k = (sigma_k^2 + (mu_prev_k - mu_k)^2) / sigma_prev_k^2``; summed
     over ``k`` and halved it equals the entropy change plus the KL divergence."""
     return (sigma * sigma + (mu_prev - mu) ** 2) / (sigma_prev * sigma_prev) - 1
 
 
-def _to_head(head: Any, X: torch.Tensor, y: Any) -> tuple[torch.Tensor, Any]:
-    """``X`` (and a tensor ``y``) moved to the head's ``device`` and ``X`` cast to its ``dtype``
-    (the runner's batches live on the learner's device, which may differ)."""
-    dtype, device = getattr(head, "dtype", None), getattr(head, "device", None)
-    X = X.to(
-        dtype=dtype if isinstance(dtype, torch.dtype) else X.dtype,
-        device=device if isinstance(device, torch.device) else X.device,
-    )
-    if isinstance(y, torch.Tensor) and isinstance(device, torch.device):
-        y = y.to(device)
-    return X, y
+def _warn_renamed(old: str, new: str) -> None:
+    warnings.warn(DeprecationWarning(f"ERICS: {old} is deprecated, use {new}"), stacklevel=3)
 
 
 def _int_arg(value: Any, name: str, low: int) -> int:
@@ -139,7 +134,7 @@ class _Channel:
         self.d = np.zeros(size)
         self.threshold = np.zeros(size)
 
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> dict[str, object]:
         out: dict[str, Any] = {
             k: (torch.from_numpy(v.copy()) if isinstance(v, np.ndarray) else v)
             for k, v in vars(self).items()
@@ -182,7 +177,7 @@ class ERICS(PluginBase):
     pairs
         ``"paper"``: ``M`` pairs in the moving average; ``"reference"``: ``M - 1`` pairs (the
         authors' code). Default: ``"reference"`` with ``reference_compat``, else ``"paper"``.
-    clamp_alpha
+    clamp_threshold
         Keep the threshold >= 0 (default: on, off with ``reference_compat``).
     warm_up
         Alerts at steps ``< warm_up`` are not reported. Default (``None``): ``M + W``, the steps
@@ -201,7 +196,9 @@ class ERICS(PluginBase):
         standard-normal initialisation of the heads.
     history
         How many steps of the traces :attr:`ma_trace`, :attr:`drift_trace`,
-        :attr:`alpha_trace` to keep (default: the last 10,000; ``None``: all).
+        :attr:`threshold_trace` to keep (default: the last 10,000; ``None``: all).
+    clamp_alpha
+        Deprecated name of ``clamp_threshold`` (warns).
 
     Attributes
     ----------
@@ -213,10 +210,13 @@ class ERICS(PluginBase):
         Steps (0-based update counts) of the reported global alerts.
     partial_alerts
         ``(step, feature)`` pairs of the reported partial alerts.
-    ma, drift_statistic, alpha
-        ``MA_t``, ``D_t`` and the threshold ``alpha_t`` tested at the last step.
-    partial_ma, partial_drift_statistic, partial_alpha
+    ma, drift_statistic, threshold
+        ``MA_t``, ``D_t`` and the threshold ``T_t`` tested at the last step.
+    partial_ma, partial_drift_statistic, partial_threshold
         The same per feature ``[J]``.
+    alpha, partial_alpha, alpha_trace, clamp_alpha
+        Deprecated names of ``threshold``, ``partial_threshold``, ``threshold_trace`` and
+        ``clamp_threshold`` (they warn).
 
     Examples
     --------
@@ -250,13 +250,13 @@ class ERICS(PluginBase):
 
     def __init__(
         self,
-        head: Any = None,
+        head: ParameterDistribution | None = None,
         *,
         window_mvg_average: int = 50,
         window_drift_detect: int = 50,
         beta: float = 1e-4,
         pairs: str | None = None,
-        clamp_alpha: bool | None = None,
+        clamp_threshold: bool | None = None,
         warm_up: int | None = None,
         refractory: int | None = None,
         reference_compat: bool = False,
@@ -264,7 +264,14 @@ class ERICS(PluginBase):
         mu_init: float | torch.Tensor = 0.0,
         sigma_init: float | torch.Tensor = 1.0,
         history: int | None = 10_000,
+        clamp_alpha: bool | None = None,
     ) -> None:
+        clamp_threshold = renamed(
+            "clamp_alpha", clamp_alpha, "clamp_threshold", clamp_threshold, None, "ERICS"
+        )
+        params = self.__dict__.get("_params")
+        if params is not None:  # the new name is what _get_params() and clone() see
+            params.update(clamp_threshold=clamp_threshold, clamp_alpha=None)
         self.reference_compat = bool(reference_compat)
         if pairs is None:
             pairs = "reference" if self.reference_compat else "paper"
@@ -279,7 +286,9 @@ class ERICS(PluginBase):
         if isinstance(beta, bool) or not isinstance(beta, (int, float)) or not 0.0 <= beta < 1.0:
             raise ValueError(f"beta must be a number in [0, 1), got {beta!r}")
         self.beta = float(beta)
-        self.clamp_alpha = (not self.reference_compat) if clamp_alpha is None else bool(clamp_alpha)
+        self.clamp_threshold = (
+            (not self.reference_compat) if clamp_threshold is None else bool(clamp_threshold)
+        )
         if warm_up is None:
             warm_up = 0 if self.reference_compat else self.M + self.W
         if refractory is None:
@@ -315,7 +324,7 @@ class ERICS(PluginBase):
         self.partial_alerts: list[tuple[int, int]] = []
         self.ma_trace: deque[float] = deque(maxlen=history)
         self.drift_trace: deque[float] = deque(maxlen=history)
-        self.alpha_trace: deque[float] = deque(maxlen=history)
+        self.threshold_trace: deque[float] = deque(maxlen=history)
         self._trace_start = 0
 
     # ------------------------------------------------------------------ input checks
@@ -370,7 +379,7 @@ class ERICS(PluginBase):
         """One ERICS step on a channel; returns the boolean alert vector (before reporting)."""
         # unset thresholds are nan and stay nan through the decay and the clamp
         ch.alpha = ch.alpha - ch.alpha * self.beta * ch.dt
-        if self.clamp_alpha:
+        if self.clamp_threshold:
             ch.alpha = np.maximum(ch.alpha, 0.0)
         ch.dt = ch.dt + 1
         old = ch.ring[ch.pos].copy()
@@ -462,7 +471,7 @@ class ERICS(PluginBase):
             self._trace_start += 1
         self.ma_trace.append(self.ma)
         self.drift_trace.append(self.drift_statistic)
-        self.alpha_trace.append(self.alpha)
+        self.threshold_trace.append(self.threshold)
         self.n_updates += 1
 
     def learn(self, X: torch.Tensor, y: torch.Tensor | None = None, *,
@@ -471,7 +480,7 @@ class ERICS(PluginBase):
         batch's rows, the first at ``start``)."""
         if self.head is None:
             raise RuntimeError("ERICS has no head: feed snapshots with update(mu, sigma)")
-        self.head.learn(*_to_head(self.head, X, y))
+        self.head.learn(*to_head(self.head, X, y))
         self.update(rows=int(X.shape[0]), start=start)
 
     # ------------------------------------------------------------------ views
@@ -484,7 +493,7 @@ class ERICS(PluginBase):
         return float("nan") if self._ch is None else float(self._ch.d[0])
 
     @property
-    def alpha(self) -> float:
+    def threshold(self) -> float:
         """The threshold tested at the last step."""
         return float("nan") if self._ch is None else float(self._ch.threshold[0])
 
@@ -505,7 +514,7 @@ class ERICS(PluginBase):
         )
 
     @property
-    def partial_alpha(self) -> torch.Tensor | None:
+    def partial_threshold(self) -> torch.Tensor | None:
         return (
             None
             if self._ch is None or not self.partial
@@ -514,35 +523,52 @@ class ERICS(PluginBase):
 
     @property
     def trace_steps(self) -> range:
-        """The steps of :attr:`ma_trace`, :attr:`drift_trace` and :attr:`alpha_trace`."""
+        """The steps of :attr:`ma_trace`, :attr:`drift_trace` and :attr:`threshold_trace`."""
         return range(self._trace_start, self._trace_start + len(self.ma_trace))
 
+    # ------------------------------------------------------------------ former names
+    @property
+    def alpha(self) -> float:
+        """Deprecated name of :attr:`threshold` (warns)."""
+        _warn_renamed("alpha", "threshold")
+        return self.threshold
+
+    @property
+    def partial_alpha(self) -> torch.Tensor | None:
+        """Deprecated name of :attr:`partial_threshold` (warns)."""
+        _warn_renamed("partial_alpha", "partial_threshold")
+        return self.partial_threshold
+
+    @property
+    def alpha_trace(self) -> deque[float]:
+        """Deprecated name of :attr:`threshold_trace` (warns)."""
+        _warn_renamed("alpha_trace", "threshold_trace")
+        return self.threshold_trace
+
+    @property
+    def clamp_alpha(self) -> bool:
+        """Deprecated name of :attr:`clamp_threshold` (warns)."""
+        _warn_renamed("clamp_alpha", "clamp_threshold")
+        return self.clamp_threshold
+
     # ------------------------------------------------------------------ plug-in
-    def on_batch(self, batch: Any) -> dict[str, float]:
+    def on_batch(self, batch: BatchView) -> dict[str, float]:
         """Runner hook: the head learns from the batch, then the ERICS update. Returns
-        ``erics/ma``, ``erics/drift_statistic``, ``erics/alpha``, ``erics/drift`` (1.0 on a
+        ``erics/ma``, ``erics/drift_statistic``, ``erics/threshold``, ``erics/drift`` (1.0 on a
         reported alert) and ``erics/partial_drifts`` (the number of features flagged)."""
         self.learn(batch.X, batch.y, start=batch.start)
         out = {
             "erics/ma": self.ma,
             "erics/drift_statistic": self.drift_statistic,
-            "erics/alpha": self.alpha,
+            "erics/threshold": self.threshold,
             "erics/drift": 1.0 if self.drift_detected else 0.0,
         }
         if self.partial:
             out["erics/partial_drifts"] = float(self.partial_detected.numel())
         return out
 
-    def figures(self) -> dict[str, Figure]:
-        """``{"erics/ma": the MA / D / alpha traces with the alerts}``."""
-        from torchstream.sinks.selection_plots import plot_erics
-
-        if self.n_updates == 0:
-            return {}
-        return {"erics/ma": plot_erics(self)}
-
     # ------------------------------------------------------------------ state
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> dict[str, object]:
         """Everything needed to resume exactly, including the head's state."""
         return {
             "n_params": self.n_params,
@@ -559,7 +585,7 @@ class ERICS(PluginBase):
             "alert_steps": list(self.alert_steps),
             "n_rows": self.n_rows,
             "partial_alerts": list(self.partial_alerts),
-            "traces": (list(self.ma_trace), list(self.drift_trace), list(self.alpha_trace)),
+            "traces": (list(self.ma_trace), list(self.drift_trace), list(self.threshold_trace)),
             "trace_start": self._trace_start,
             "head": None if self.head is None else self.head.state_dict(),
         }
@@ -588,7 +614,7 @@ class ERICS(PluginBase):
         ma, d, a = state["traces"]
         self.ma_trace = deque(ma, maxlen=self.history_size)
         self.drift_trace = deque(d, maxlen=self.history_size)
-        self.alpha_trace = deque(a, maxlen=self.history_size)
+        self.threshold_trace = deque(a, maxlen=self.history_size)
         self._trace_start = int(state["trace_start"])
 
     def __repr__(self) -> str:

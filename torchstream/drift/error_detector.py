@@ -10,6 +10,7 @@ import torch
 
 from torchstream.base import DriftDetectorBase
 from torchstream.checkpoint import restore_object
+from torchstream.typing import BatchView
 
 __all__ = ["ErrorDetector"]
 
@@ -102,14 +103,14 @@ class ErrorDetector(DriftDetectorBase):
                 self.drift_detected = True
                 self.alerts.append(first + i)
 
-    def on_batch(self, batch: Any) -> dict[str, float]:
+    def on_batch(self, batch: BatchView) -> dict[str, float]:
         """Update the detector with every row of the batch; ``drift`` is 1.0 if any alarmed."""
         self.update(batch.y, batch.y_pred, start=batch.start)
         if self.drift_detected and (not self.drift_steps or self.drift_steps[-1] != batch.step):
             self.drift_steps.append(int(batch.step))
         return {"drift": 1.0 if self.drift_detected else 0.0}
 
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> dict[str, object]:
         return {"detector": copy.deepcopy(self.detector), "drift_detected": self.drift_detected,
                 "drift_positions": list(self.alerts),
                 "drift_steps": list(self.drift_steps), "n_rows": self.n_rows}

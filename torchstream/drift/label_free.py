@@ -56,6 +56,7 @@ from torchstream.checkpoint import check_settings
 from torchstream.drift.erics import ERICS
 from torchstream.models.distributional import AutoencoderHead
 from torchstream.models.distributional._base import check_positive
+from torchstream.typing import BatchView
 
 __all__ = ["LabelFreeERICS"]
 
@@ -139,7 +140,7 @@ class LabelFreeERICS(PluginBase):
         beta: float = 1e-6,
         warm_up: int = 100,
         refractory: int | None = None,
-        seed: int | None = None,
+        seed: int | None = 0,
         dtype: torch.dtype = torch.float32,
         device: torch.device | str | None = None,
     ) -> None:
@@ -180,7 +181,7 @@ class LabelFreeERICS(PluginBase):
         """The detector's update: the same as :meth:`learn`."""
         self.learn(X, y, start=start)
 
-    def on_batch(self, batch: Any) -> dict[str, float]:
+    def on_batch(self, batch: BatchView) -> dict[str, float]:
         """Runner hook: :meth:`learn` on ``batch.X`` (labels unused); the metrics of
         :meth:`ERICS.on_batch <torchstream.drift.ERICS.on_batch>`."""
         self.learn(batch.X, start=batch.start)
@@ -188,7 +189,7 @@ class LabelFreeERICS(PluginBase):
         return {
             "erics/ma": er.ma,
             "erics/drift_statistic": er.drift_statistic,
-            "erics/alpha": er.alpha,
+            "erics/threshold": er.threshold,
             "erics/drift": 1.0 if er.drift_detected else 0.0,
             "erics/partial_drifts": float(er.partial_detected.numel()),
         }
@@ -228,7 +229,7 @@ class LabelFreeERICS(PluginBase):
         return scores
 
     # ------------------------------------------------------------------ state
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> dict[str, object]:
         """The ERICS state, the head's included (exact resume)."""
         return {"class": type(self).__name__, "erics": self.erics.state_dict()}
 

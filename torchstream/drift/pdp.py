@@ -19,10 +19,12 @@ from collections.abc import Mapping
 from typing import Any
 
 import torch
+from river.drift import ADWIN
 
 from torchstream.base import PluginBase
 from torchstream.checkpoint import restore_object
 from torchstream.explain.ipdp import IncrementalPDP
+from torchstream.typing import BatchView
 
 __all__ = ["PDPDriftDetector"]
 
@@ -85,8 +87,6 @@ class PDPDriftDetector(PluginBase):
                 f"explainer must be an IncrementalPDP, got {type(explainer).__name__}"
             )
         if detector is None:
-            from river.drift import ADWIN
-
             detector = ADWIN()
         if not callable(getattr(detector, "update", None)) or not hasattr(
             detector, "drift_detected"
@@ -142,7 +142,7 @@ class PDPDriftDetector(PluginBase):
         self.explainer.explain(X, y)
         self._after(self.n_seen + int(X.shape[0]))
 
-    def on_batch(self, batch: Any) -> dict[str, float]:
+    def on_batch(self, batch: BatchView) -> dict[str, float]:
         """Plug-in hook: run the explainer on the batch, then the change detector; returns
         ``{"ipdp/<f>/importance": score, "drift/pdp_<f>": 1.0 on an alert else 0.0}`` (empty
         while the explainer warms up). Positions are ``batch.start + batch.size``."""
@@ -155,11 +155,7 @@ class PDPDriftDetector(PluginBase):
             self.tag: 1.0 if self.drift_detected else 0.0,
         }
 
-    def figures(self) -> dict[str, Any]:
-        """The explainer's figure (see :meth:`IncrementalPDP.figures`)."""
-        return self.explainer.figures()
-
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> dict[str, object]:
         """Explainer, change detector (a copy), alerts and snapshots: resume is bit-exact."""
         return {
             "explainer": self.explainer.state_dict(),

@@ -27,7 +27,7 @@ class LabelDelay:
     3 [1.0, 1.0]
     """
 
-    def __init__(self, min_delay: int, max_delay: int, *, seed: int | None = None) -> None:
+    def __init__(self, min_delay: int, max_delay: int, *, seed: int | None = 0) -> None:
         for arg, v in (("min_delay", min_delay), ("max_delay", max_delay)):
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
                 raise ValueError(f"{arg} must be a non-negative integer, got {v!r}")
@@ -74,7 +74,7 @@ class LabelDelay:
         self._w, self._arrival = self._w[keep.to(self._w.device)], self._arrival[keep]
         return out
 
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> dict[str, object]:
         return {"X": self._X, "y": self._y, "w": self._w, "arrival": self._arrival,
                 "generator": self.generator.get_state()}
 

@@ -57,7 +57,7 @@ class _Ring:
             return torch.zeros(0, self.width, dtype=torch.float64)
         return self.buf if self.filled == self.size else self.buf[: self.filled]
 
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> dict[str, object]:
         return {"buf": self.buf, "pos": self.pos, "filled": self.filled}
 
     def load_state_dict(self, s: Mapping[str, Any]) -> None:
@@ -156,7 +156,7 @@ class Metric:
             return self._pending[0]
         return torch.cat([t for t, _ in self._pending]), torch.cat([p for _, p in self._pending])
 
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> dict[str, object]:
         return {
             "n": self.n,
             "total": self._total,
@@ -271,7 +271,7 @@ class F1(Metric):
         k = max(self.n_classes, y_pred.shape[1] if y_pred.dim() == 2 else 2)
         return self._score(self._counts(y_true.long(), _labels(y_pred), k), k)
 
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> dict[str, object]:
         return {**super().state_dict(), "n_classes": self.n_classes}
 
     def load_state_dict(self, s: Mapping[str, Any]) -> None:

@@ -8,6 +8,7 @@ from typing import Any
 import torch
 
 from torchstream.evaluate.measures.predictor import noise_variability
+from torchstream.typing import BatchView
 
 __all__ = ["NoiseVariability"]
 
@@ -52,7 +53,7 @@ class NoiseVariability:
         self.generator = torch.Generator().manual_seed(seed)
         self.values: list[float] = []
 
-    def on_batch(self, batch: Any) -> dict[str, float]:
+    def on_batch(self, batch: BatchView) -> dict[str, float]:
         with torch.no_grad():
             nv = noise_variability(
                 batch.learner, batch.X, batch.y, self.loss, generator=self.generator,
@@ -66,7 +67,7 @@ class NoiseVariability:
             self.n_dropped += 1
         return {"value": float(nv)}
 
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> dict[str, object]:
         return {"generator": self.generator.get_state(), "values": list(self.values),
                 "n_dropped": self.n_dropped}
 

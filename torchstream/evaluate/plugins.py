@@ -10,8 +10,11 @@ no-op defaults on :class:`~torchstream.base.PluginBase`:
   (for prediction and learning), e.g. feature selection that masks columns (default: ``X``);
 * ``state_dict()`` / ``load_state_dict(state)``: saved in the run's checkpoints (default:
   ``{}``);
-* ``figures() -> Mapping[str, matplotlib Figure]``: pictures of the plug-in's state (e.g. a
-  PDP with its ICE curves), sent every ``figure_every`` steps to the sinks (default: ``{}``);
+* ``figures() -> Mapping[str, matplotlib Figure]``: pictures of the plug-in's state, sent
+  every ``figure_every`` steps to the sinks (default: ``{}``). The runner may be given a
+  drawing strategy instead (``Evaluator(figures=...)``): the package's own plug-ins draw
+  nothing, :func:`torchstream.viz.figures.plugin_figures` draws them (e.g. a PDP with its ICE
+  curves) and falls back on this hook for other plug-ins;
 * ``drift_detected``: whether the last batch raised a drift alert (default: False).
 
 An object that only has ``on_batch`` (and some of the hooks) is wrapped once, when the runner
@@ -22,11 +25,10 @@ selectors are plug-ins; each can equally be used on its own in a user's loop.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 
-from torchstream.base import Plugin
+from torchstream.base import Learner, Plugin
 
 __all__ = ["Batch", "Plugin", "plugin_name"]
 
@@ -55,14 +57,14 @@ class Batch:
     X: torch.Tensor
     y: torch.Tensor
     y_pred: torch.Tensor
-    learner: Any
+    learner: Learner
 
     @property
     def size(self) -> int:
         return int(self.X.shape[0])
 
 
-def plugin_name(plugin: Any, index: int) -> str:
+def plugin_name(plugin: object, index: int) -> str:
     """The plug-in's ``name`` attribute, else its class name in snake case plus its index."""
     name = getattr(plugin, "name", None)
     if isinstance(name, str) and name:

@@ -20,8 +20,10 @@ distributed k-fold), label delay, pre-training and several predictors: see
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+from torchstream.base import Learner
 from torchstream.evaluate.runner import Evaluator, RunResult
 from torchstream.streams.base import Stream
 
@@ -48,13 +50,14 @@ class Prequential(Evaluator):
         Sinks (:mod:`torchstream.sinks`) receiving the config once and scalars every
         ``log_every`` steps.
     figure_every
-        Every this many steps, plug-ins with ``figures()`` send pictures to the sinks with
-        ``log_figure`` (None: never).
+        Every this many steps, the plug-ins' figures go to the sinks' ``log_figure`` (None:
+        never); drawn by ``figures`` (e.g. :func:`torchstream.viz.figures.plugin_figures`;
+        None: each plug-in's own ``figures()`` hook).
     progress
         Show a progress bar (tqdm).
     **kwargs
-        ``n_pretrain``, ``label_delay``, ``record_steps``, ``records_path``, ``max_records``,
-        ``config``, ``seed``: as :class:`~torchstream.evaluate.runner.Evaluator`.
+        ``figures``, ``n_pretrain``, ``label_delay``, ``record_steps``, ``records_path``,
+        ``max_records``, ``config``, ``seed``: as :class:`~torchstream.evaluate.runner.Evaluator`.
 
     >>> from torchstream.learners import OnlineLearner
     >>> from torchstream.models import MLP
@@ -66,7 +69,12 @@ class Prequential(Evaluator):
     (2000, 125, 0.692)
     """
 
-    def __init__(self, learner: Any, stream: Stream, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        learner: Learner | Mapping[str, Learner],
+        stream: Stream,
+        **kwargs: Any,  # Evaluator's keywords, each with its own type
+    ) -> None:
         if "strategy" in kwargs:
             raise TypeError("Prequential is the test-then-train strategy; use Evaluator("
                             "strategy=...) for another")

@@ -24,10 +24,9 @@ import zlib
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, overload
+from typing import Any, overload
 
-if TYPE_CHECKING:
-    import pandas as pd
+import pandas as pd
 
 __all__ = ["DEFAULT_MAX_RECORDS", "RecordFile", "StepRecords"]
 
@@ -160,7 +159,7 @@ class StepRecords:
             self._fh = None
 
     # ------------------------------------------------------------------ state
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> dict[str, object]:
         """Bounded state: the file's length and CRC-32, or the window (flushes the file)."""
         if not self.enabled:
             return {"kind": "none"}
@@ -260,8 +259,6 @@ class RecordFile(Sequence[Record]):
 
     def frame(self) -> pd.DataFrame:
         """The records as a DataFrame (the file's columns and values, floats exact)."""
-        import pandas as pd
-
         if self.n == 0:
             return pd.DataFrame()
         with open(self.path, newline="") as fh:

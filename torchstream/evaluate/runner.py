@@ -11,7 +11,7 @@ Pseudocode of one run (``k`` instances of each predictor; ``k = 1`` except for k
         scalars = plugin.on_batch(Batch(step, start, X, y, y_pred of predictor 0, ...))
         X_t, y_t, w_t = label_delay(X, y, plan.train_weights)    # the rows whose label arrived
         for every predictor p, instance i: p_i.learn(rows of X_t repeated w_t[:, i] times)
-        every log_every steps: sinks.log_scalars(step, metrics + scalars + loss)
+        every log_every steps: sinks.log_scalars(rows seen, metrics + scalars + loss + alarms)
 
 Test before train at every step: a row's prediction never depends on its own label. The plug-in
 transforms apply to the test rows *and* the training rows of the batch (a feature mask that
@@ -19,6 +19,12 @@ a learner is trained with is also the one it is tested with). A holdout set is t
 transformed rows. Steps without a test record NaN, so every per-step series has one entry per
 step. A run can be stopped after any step and resumed from its ``state_dict()`` with identical
 results.
+
+The sinks' step is the number of stream rows seen after the batch (:attr:`Evaluator.position`,
+pre-training included), so a drift at row 5,000 shows at 5,000 whatever the batch size. A
+plug-in with ``alerts`` (a drift detector, alerts in rows) adds ``alarms/<name>``: 0 at every
+logged step, and 1 at each alert, logged at the alert's row + 1 (the rows seen through the
+alerting row) also between logged steps. The per-step records keep the batch index.
 """
 
 from __future__ import annotations
@@ -29,11 +35,15 @@ import os
 import time
 import tracemalloc
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import matplotlib.pyplot as plt
+import pandas as pd
 import torch
+from matplotlib.figure import Figure
+from tqdm.auto import tqdm
 
 from torchstream._version import __version__
 from torchstream.base import (
@@ -89,8 +99,6 @@ class RunResult:
         """The per-step records as a pandas DataFrame (one row per step, predictor, instance);
         read from ``records_path`` when the records went to a file. Warns (once) when the
         in-memory window dropped older records."""
-        import pandas as pd
-
         if self.records_dropped and not self._warned:
             self._warned = True
             warnings.warn(
@@ -104,8 +112,6 @@ class RunResult:
 
     def summary(self) -> Any:
         """Final metrics as a DataFrame: one row per predictor, one column per metric."""
-        import pandas as pd
-
         if len(self.predictors) <= 1:
             name = self.predictors[0] if self.predictors else "learner"
             return pd.DataFrame([self.metrics], index=[name])
@@ -183,11 +189,17 @@ class Evaluator:
         :class:`~torchstream.base.PluginBase` are wrapped once, here
         (:func:`~torchstream.base.as_plugin`).
     sinks
-        Receive the config once and scalars every ``log_every`` steps (objects that are not a
-        :class:`~torchstream.base.SinkBase` are wrapped once, by
+        Receive the config once and scalars every ``log_every`` steps, at the number of rows
+        seen (objects that are not a :class:`~torchstream.base.SinkBase` are wrapped once, by
         :func:`~torchstream.base.as_sink`).
     figure_every
-        Every this many steps, the plug-ins' ``figures()`` go to the sinks' ``log_figure``.
+        Every this many steps, the plug-ins' figures go to the sinks' ``log_figure`` (at the
+        number of rows seen).
+    figures
+        How a plug-in's figures are drawn: ``figures(plugin) -> {tag: Figure}``, called with
+        each plug-in as given (e.g. :func:`torchstream.viz.figures.plugin_figures`, which
+        draws the package's plug-ins); None: each plug-in's own ``figures()`` hook (none for a
+        :class:`~torchstream.base.PluginBase` that does not define it).
     record_steps
         Keep per-step records (:attr:`RunResult.steps`).
     records_path
@@ -232,6 +244,7 @@ class Evaluator:
         sinks: Sequence[Any] = (),
         log_every: int = 1,
         figure_every: int | None = None,
+        figures: Callable[[object], Mapping[str, Figure]] | None = None,
         record_steps: bool = True,
         records_path: str | os.PathLike[str] | None = None,
         max_records: int = DEFAULT_MAX_RECORDS,
@@ -295,6 +308,11 @@ class Evaluator:
         self._sinks: list[SinkBase] = [as_sink(s) for s in self.sinks]
         self.log_every = log_every
         self.figure_every = figure_every
+        if figures is not None and not callable(figures):
+            raise TypeError(f"figures must be a function plugin -> {{tag: Figure}}, got "
+                            f"{type(figures).__name__}")
+        #: The drawing strategy (None: each plug-in's own ``figures()`` hook).
+        self.figures = figures
         self.record_steps = record_steps
         self.progress = progress
         self.config = dict(config or {})
@@ -317,7 +335,7 @@ class Evaluator:
         snames = [getattr(f, "name", None) for f in self.step_measures]
         if any(not isinstance(n, str) for n in snames) or len(set(snames)) != len(snames):
             raise ValueError(f"step_measures need distinct string names, got {snames}")
-        clash = sorted(set(snames) & set(self.metric_names))
+        clash = sorted({n for n in snames if isinstance(n, str)} & set(self.metric_names))
         if clash:
             raise ValueError(f"step_measures names {clash} clash with metric names")
         #: ``[sum, count]`` of each step measure per predictor and instance.
@@ -399,10 +417,9 @@ class Evaluator:
         saved: str | None = None
         try:
             for X, y in batches:
+                seen = self._alert_counts()
                 scalars = self._one_step(X, y, last=self.step == last_step)
-                if scalars is not None:
-                    for sink in self._sinks:
-                        sink.log_scalars(self.step - 1, scalars)
+                self._log_scalars(scalars, seen)
                 if self.figure_every and self.step % self.figure_every == 0:
                     self._log_figures()
                 if bar is not None:
@@ -469,6 +486,7 @@ class Evaluator:
                 with torch.no_grad():
                     y_pred = learner(plan.test_X)
                 timings[name, i] = time.perf_counter() - t
+                assert plan.test_y is not None  # test rows come with their labels
                 for m in self.instance_metrics[name][i]:
                     m.update(plan.test_y, y_pred)
                 measured = {}
@@ -541,11 +559,41 @@ class Evaluator:
             row[f.name] = (measured or {}).get(f.name, float("nan"))
         self.records.add(row)
 
+    def _alert_counts(self) -> list[int | None]:
+        """How many alerts each plug-in with ``alerts`` has raised (None: not a detector)."""
+        counts: list[int | None] = []
+        for p in self.plugins:
+            alerts = getattr(p, "alerts", None)
+            counts.append(None if alerts is None else len(alerts))
+        return counts
+
+    def _log_scalars(self, scalars: dict[str, float] | None, seen: list[int | None]) -> None:
+        """Send a step's scalars to the sinks at the rows seen, with the detectors' alarm
+        series: 1 at each new alert's row + 1 (between logged steps too), else 0."""
+        if not self._sinks:
+            return
+        alarms: dict[str, float] = {}
+        for pname, p, before in zip(self.plugin_names, self.plugins, seen):
+            if before is None:
+                continue
+            tag = f"alarms/{pname}"
+            rows = sorted({int(a) + 1 for a in list(getattr(p, "alerts", []))[before:]})
+            for row in rows:
+                if scalars is None or row != self.position:
+                    for sink in self._sinks:
+                        sink.log_scalars(row, {tag: 1.0})
+            alarms[tag] = 1.0 if self.position in rows else 0.0
+        if scalars is not None:
+            scalars.update(alarms)
+            for sink in self._sinks:
+                sink.log_scalars(self.position, scalars)
+
     def _log_figures(self) -> None:
-        for p in self._plugins:
-            for tag, fig in p.figures().items():
+        for given, p in zip(self.plugins, self._plugins):
+            drawn = p.figures() if self.figures is None else self.figures(given)
+            for tag, fig in drawn.items():
                 for sink in self._sinks:
-                    sink.log_figure(tag, fig, self.step - 1)
+                    sink.log_figure(tag, fig, self.position)
                 _close_figure(fig)
 
     def _metric_scalars(self) -> dict[str, float]:
@@ -778,9 +826,7 @@ def _nanstd(values: torch.Tensor) -> torch.Tensor:
     return torch.where(n > 1, (sq / (n - 1).clamp_min(1)).sqrt(), torch.full_like(mean, math.nan))
 
 
-def _close_figure(fig: Any) -> None:
-    import matplotlib.pyplot as plt
-
+def _close_figure(fig: Figure) -> None:
     plt.close(fig)
 
 
@@ -804,7 +850,5 @@ def _load_states(states: Mapping[str, Any], names: Iterable[str],
 def _progress(total: int | None, enabled: bool, name: str) -> Any:
     if not enabled:
         return None
-    from tqdm.auto import tqdm
-
     return tqdm(total=total, desc=name, unit="batch", leave=False,
                 mininterval=0.5 if total is None or total < math.inf else 1.0)

@@ -63,7 +63,7 @@ class Strategy:
     def plan(self, step: int, X: torch.Tensor, y: torch.Tensor, *, last: bool) -> StepPlan:
         raise NotImplementedError
 
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> dict[str, object]:
         return {}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -162,7 +162,7 @@ class PeriodicHoldout(Strategy):
             self.holdout_X = torch.cat([self.holdout_X, X])
             self.holdout_y = torch.cat([self.holdout_y, y])
 
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> dict[str, object]:
         return {"holdout_X": self.holdout_X, "holdout_y": self.holdout_y, "n_seen": self.n_seen}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -198,7 +198,7 @@ class DistributedKFold(Strategy):
 
     def __init__(
         self, k: int = 10, *, mode: Literal["cross", "split", "bootstrap"] = "cross",
-        seed: int | None = None,
+        seed: int | None = 0,
     ) -> None:
         if not isinstance(k, int) or isinstance(k, bool) or k < 2:
             raise ValueError(f"k (the number of folds) must be an integer >= 2, got {k!r}")
@@ -232,7 +232,7 @@ class DistributedKFold(Strategy):
         weights = w.to(X.device).expand(n, k).clone()
         return StepPlan(X, y, testers, weights)
 
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> dict[str, object]:
         return {"generator": self.generator.get_state(), "k": self.k, "mode": self.mode,
                 "seed": self.seed}
 
@@ -283,6 +283,6 @@ def get_strategy(strategy: str | Strategy | None, *, run_seed: int | None = None
     kinds = {"prequential": TestThenTrain, "holdout": PeriodicHoldout, "kfold": DistributedKFold}
     if strategy not in kinds:
         raise ValueError(f"unknown strategy {strategy!r}; known: {sorted(kinds)}")
-    if strategy == "kfold" and "seed" not in kwargs and run_seed is not None:
-        kwargs["seed"] = derived_seed(run_seed, "kfold")
+    if strategy == "kfold" and "seed" not in kwargs:
+        kwargs["seed"] = None if run_seed is None else derived_seed(run_seed, "kfold")
     return kinds[strategy](**kwargs)

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Literal
 
 import torch
 
@@ -36,10 +36,12 @@ from torchstream.explain._checks import (
     read_scalars,
     scan_labels,
 )
+from torchstream.explain._groups import FeatureGroups, check_feature_groups
 from torchstream.explain.smoothing import ExponentialSmoother, check_alpha
+from torchstream.explain.storage import GeometricReservoir, UniformReservoir
 from torchstream.explain.storage._common import _Reservoir
 from torchstream.losses import BROADCAST_LOSSES, LOSSES, BroadcastLossFn, LossFn, get_loss
-from torchstream.typing import ModelFn
+from torchstream.typing import BatchView, ModelFn, Storage
 
 __all__ = ["LossExplainer", "ema_prefix", "feature_names_for", "make_storage"]
 
@@ -62,7 +64,7 @@ def check_positive_int(value: Any, argument: str) -> int:
     return out
 
 
-def feature_names_for(feature_names: Any, n_features: int) -> list[str]:
+def feature_names_for(feature_names: Iterable[object] | None, n_features: int) -> list[str]:
     """``"x0".."x{d-1}"`` by default; else the given names (a sequence, or anything with a
     ``.columns`` attribute such as a :class:`~torchstream.schema.Schema`), one per feature."""
     if feature_names is None:
@@ -85,17 +87,15 @@ def feature_names_for(feature_names: Any, n_features: int) -> list[str]:
     return names
 
 
-def make_storage(storage: Any, size: int, n_features: int, seed: int) -> Any:
+def make_storage(storage: str | Storage, size: int, n_features: int, seed: int) -> Storage:
     """A storage from its name (``"geometric"``: :class:`GeometricReservoir`, ``"uniform"``:
     :class:`UniformReservoir`, each of ``size`` rows, seeded with ``seed``) or the given object,
     which needs ``sample(n) -> Tensor [n, d]`` and ``update(X)``."""
     if isinstance(storage, str):
-        from torchstream.explain import storage as st
-
         if storage == "geometric":
-            return st.GeometricReservoir(size, n_features, seed=seed)
+            return GeometricReservoir(size, n_features, seed=seed)
         if storage == "uniform":
-            return st.UniformReservoir(size, n_features, seed=seed)
+            return UniformReservoir(size, n_features, seed=seed)
         raise ValueError(
             f"storage must be 'geometric', 'uniform' or a storage object, got {storage!r}"
         )
@@ -182,13 +182,14 @@ class LossExplainer(ExplainerBase, PluginBase):
         n_features: int,
         *,
         alpha: float,
-        storage: Any,
+        storage: str | Storage,
         storage_size: int,
         n_samples: int,
-        feature_names: Any,
-        init: str,
+        feature_names: Sequence[str] | None,
+        init: Literal["zero", "first"],
         chunk_size: int | None,
         seed: int | None,
+        feature_groups: Mapping[str, Sequence[int]] | None = None,
     ) -> None:
         if model_fn is not None and not callable(model_fn):
             raise TypeError(f"model_fn must be callable or None, got {type(model_fn).__name__}")
@@ -210,7 +211,22 @@ class LossExplainer(ExplainerBase, PluginBase):
         self.chunk_size = (
             None if chunk_size is None else check_positive_int(chunk_size, "chunk_size")
         )
-        self.feature_names = feature_names_for(feature_names, self.n_features)
+        #: The names of the encoded columns (used in the messages about ``X``).
+        self.column_names = feature_names_for(feature_names, self.n_features)
+        #: The validated groups (None: every column is its own feature).
+        self.groups: FeatureGroups | None = (
+            None if feature_groups is None
+            else check_feature_groups(feature_groups, self.n_features)
+        )
+        #: The names of the explained features: the group names with ``feature_groups``,
+        #: else the column names.
+        self.feature_names = (
+            self.column_names if self.groups is None else list(self.groups.names)
+        )
+        #: Number of explained features (the width of :attr:`importance`).
+        self.n_explained_features = (
+            self.n_features if self.groups is None else self.groups.n_groups
+        )
         if init not in ("zero", "first"):
             raise ValueError(f"init must be 'zero' or 'first', got {init!r}")
         self.seed = seed
@@ -222,8 +238,10 @@ class LossExplainer(ExplainerBase, PluginBase):
         storage_seed = int(torch.randint(0, 2**62, (1,), generator=self.generator))
         if isinstance(storage, str):
             storage_size = check_positive_int(storage_size, "storage_size")
-        self.storage = make_storage(storage, storage_size, self.n_features, storage_seed)
-        self.smoother = ExponentialSmoother(self.alpha, self.n_features, init=init)
+        # a Storage; observational iSAGE replaces it by its conditional sampler, and the
+        # reservoir fast paths reach past the protocol (sample_indices, _data)
+        self.storage: Any = make_storage(storage, storage_size, self.n_features, storage_seed)
+        self.smoother = ExponentialSmoother(self.alpha, self.n_explained_features, init=init)
         self.n_batches = 0  # explain() calls so far (the step named in error messages)
         self._checked = False
         #: Whether the storage was built here (then it follows X's device and dtype).
@@ -246,7 +264,7 @@ class LossExplainer(ExplainerBase, PluginBase):
     # ------------------------------------------------------------------ results
     @property
     def importance(self) -> torch.Tensor:
-        """The debiased importance ``[d]`` (raw / (1 - (1 - alpha)^n); zeros before the first
+        """The debiased importance ``[d]`` (``[G]`` with ``feature_groups``; raw / (1 - (1 - alpha)^n); zeros before the first
         explained row)."""
         return self.smoother.debiased.clone()
 
@@ -405,7 +423,7 @@ class LossExplainer(ExplainerBase, PluginBase):
                 (row, col), value = hit
                 raise ValueError(
                     f"X has NaN or inf values at step {step}: batch row {row}, column {col} "
-                    f"({self.feature_names[col]!r}) is {value}; every value must be finite"
+                    f"({self.column_names[col]!r}) is {value}; every value must be finite"
                 )
         if y is not None:
             hit = first_nonfinite(y)
@@ -435,7 +453,7 @@ class LossExplainer(ExplainerBase, PluginBase):
         )
 
     def _loss_label(self) -> str:
-        return self.loss_name or getattr(self.loss_fn, "__name__", "callable")
+        return self.loss_name or str(getattr(self.loss_fn, "__name__", "callable"))
 
     def _check_labels(self, out: torch.Tensor, y: torch.Tensor) -> None:
         """Labels against the output ``[n, k]`` of this batch's model call: integers in
@@ -454,9 +472,9 @@ class LossExplainer(ExplainerBase, PluginBase):
         if scan is None or scan.y_min is None:  # scanned as values: the output became [n, k]
             y_min, y_max, y_frac = scan_labels(y)
         else:
-            y_min, y_max, y_frac = scan.y_min, scan.y_max, scan.y_frac
+            y_min, y_max, y_frac = scan.y_min, scan.y_max, scan.y_frac  # type: ignore[assignment]
         k = out.shape[1] if classes else 2
-        if y_frac != 0.0 or y_min < 0 or y_max >= k:  # type: ignore[operator]
+        if y_frac != 0.0 or y_min < 0 or y_max >= k:
             shape = f"[n, {k}]" if classes else "[n] (probability of class 1)"
             expected = (
                 f"class labels in 0..{k - 1} for a model output of shape {shape}" if classes
@@ -624,7 +642,7 @@ class LossExplainer(ExplainerBase, PluginBase):
         return self.loss_fn(flat, yy).to(dtype).reshape(shape)
 
     # ------------------------------------------------------------------ plug-in
-    def on_batch(self, batch: Any) -> dict[str, float]:
+    def on_batch(self, batch: BatchView) -> dict[str, float]:
         """Plug-in hook: explain ``batch.X``, ``batch.y`` with ``model_fn`` (or, if that is
         None, with ``batch.learner``) and return ``{"<name>/<feature>": importance}``; empty
         while no row has been explained yet (the first batch only fills the storage)."""
@@ -634,13 +652,13 @@ class LossExplainer(ExplainerBase, PluginBase):
             return {}
         return {f"{self.name}/{f}": v for f, v in self.as_dict().items()}
 
-    def _extra_state(self) -> dict[str, Any]:
+    def _extra_state(self) -> dict[str, object]:
         return {}
 
     def _load_extra_state(self, state: Mapping[str, Any]) -> None:
         pass
 
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> dict[str, object]:
         """Everything needed to resume bit-exactly: smoother, storage, generator, counters."""
         storage_state = getattr(self.storage, "state_dict", None)
         return {

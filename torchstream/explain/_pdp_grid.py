@@ -1,24 +1,18 @@
 """Helpers of :class:`~torchstream.explain.ipdp.IncrementalPDP` around the estimator: argument
 checks, the fixed grid, the range storages behind the moving grids and the evaluation points
-they give, the model's explained output at the modified rows (the ICE values), and the
-matplotlib drawing of the plot."""
+they give and the model's explained output at the modified rows (the ICE values)."""
 
 from __future__ import annotations
 
 import math
 import operator
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import torch
 
 from torchstream.explain._checks import first_nonfinite
 from torchstream.explain.storage import FrequencyStorage, RollingExtremes
 from torchstream.typing import ModelFn
-
-if TYPE_CHECKING:
-    from matplotlib.axes import Axes
-
-    from torchstream.explain.ipdp import IncrementalPDP
 
 GridRule = Literal["rolling", "quantile", "fixed"]
 RangeStorage = RollingExtremes | FrequencyStorage
@@ -120,17 +114,55 @@ def _grid_settings(
     return _GridSettings(grid, grid_size, window, q_pair, storage_size, prob, fixed)
 
 
+def _feature_index(feature: Any, feature_names: Any) -> tuple[int, list[str] | None]:
+    """The explained column's index and the column names as a list (None without names).
+
+    ``feature`` is an index or one of ``feature_names`` (a sequence of unique names, or
+    anything with a ``.columns`` attribute such as a :class:`~torchstream.schema.Schema`)."""
+    names: list[str] | None = None
+    if feature_names is not None:
+        columns = getattr(feature_names, "columns", None)
+        if columns is not None and not isinstance(feature_names, (str, bytes)):
+            feature_names = columns
+        if isinstance(feature_names, (str, bytes)):
+            raise TypeError(f"feature_names must be a sequence of names, got {feature_names!r}")
+        names = [str(n) for n in feature_names]
+        if not names:
+            raise ValueError("feature_names must name at least one column, got none")
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"feature_names must be unique, duplicated: {dup}")
+    if isinstance(feature, str):
+        if names is None:
+            raise ValueError(
+                f"feature {feature!r} is a name: pass feature_names= (the column names) or "
+                "give the column's index"
+            )
+        if feature not in names:
+            raise ValueError(f"feature {feature!r} is not one of feature_names {names}")
+        return names.index(feature), names
+    index = _int_at_least(feature, "feature", 0)
+    if names is not None and index >= len(names):
+        raise ValueError(
+            f"feature index {index} is out of range for the {len(names)} feature_names {names}"
+        )
+    return index, names
+
+
 def _check_batch(
-    X: Any, feature: int, feature_name: str, n_features: int | None
+    X: Any, feature: int, feature_name: str, n_features: int | None, n_names: int | None = None
 ) -> tuple[torch.Tensor, int]:
     """``X`` as a floating tensor ``[B, d]`` and its width ``d``, checked against the explained
-    ``feature`` and against the width ``n_features`` of earlier batches (None: first batch).
-    Its values are checked by :func:`_check_finite`."""
+    ``feature``, against the width ``n_features`` of earlier batches (None: first batch) and
+    against the number ``n_names`` of column names (None: no names). Its values are checked by
+    :func:`_check_finite`."""
     if not isinstance(X, torch.Tensor):
         raise TypeError(f"X must be a tensor [B, d], got {type(X).__name__}")
     if X.dim() != 2 or X.shape[0] < 1:
         raise ValueError(f"X must have shape [B, d] with B >= 1, got {list(X.shape)}")
     d = int(X.shape[1])
+    if n_names is not None and d != n_names:
+        raise ValueError(f"X has {d} columns but feature_names names {n_names}")
     if n_features is None:
         if feature >= d:
             raise ValueError(
@@ -261,35 +293,3 @@ def _select_output(out: Any, n: int, output_index: int | None, step: int) -> tor
             f"[{n}, {k}] at step {step}"
         )
     return out[:, index]
-
-
-def _plot(ipdp: IncrementalPDP, ax: Axes | None = None) -> Axes:
-    """Draw the PD of ``ipdp`` with its recent ICE curves and history snapshots on ``ax`` (see
-    :meth:`~torchstream.explain.ipdp.IncrementalPDP.plot`)."""
-    if ax is None:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-
-        fig = Figure(figsize=(6, 4))
-        FigureCanvasAgg(fig)
-        ax = fig.add_subplot()
-    n_hist = len(ipdp.history)
-
-    def marker(points: torch.Tensor) -> str | None:  # a one-point grid is drawn as a dot
-        return "o" if points.numel() == 1 else None
-
-    for i, (row, g, p) in enumerate(ipdp.history):
-        ax.plot(g.tolist(), p.tolist(), color="tab:blue", lw=1, marker=marker(g),
-                alpha=0.15 + 0.35 * (i + 1) / n_hist, label=f"row {row}")
-    for g, c in zip(ipdp.ice_grid.cpu().tolist(), ipdp.ice.cpu().tolist()):
-        ax.plot(g, c, color="grey", lw=0.5, alpha=0.3)
-    if ipdp.n_explained:
-        grid = ipdp.grid
-        ax.plot(grid.tolist(), ipdp.pd.tolist(), color="tab:red", lw=2.5, marker=marker(grid),
-                label=f"iPDP (row {ipdp.n_seen})")
-    ax.set_xlabel(ipdp.feature_name)
-    ax.set_ylabel("partial dependence")
-    ax.set_title(f"iPDP of {ipdp.feature_name}")
-    if n_hist or ipdp.n_explained:
-        ax.legend(fontsize="x-small")
-    return ax

@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from scipy.ndimage import gaussian_filter
 
 __all__ = ["AblationResult", "ablation_test", "compare_attributions", "f1_score"]
 
@@ -120,8 +121,6 @@ def _mask_values(mask: Any, X: torch.Tensor, generator: torch.Generator) -> torc
         if mask == "zero":
             return torch.zeros_like(X)
         if mask == "blur":
-            from scipy.ndimage import gaussian_filter
-
             blurred = gaussian_filter(X.detach().cpu().double().numpy(), sigma=3)
             return torch.from_numpy(blurred).to(X.device, X.dtype)
         if mask == "noise":

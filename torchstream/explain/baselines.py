@@ -60,15 +60,21 @@ from __future__ import annotations
 import math
 import operator
 import secrets
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 import torch
+from scipy.ndimage import gaussian_filter1d
 
 from torchstream.checkpoint import check_settings
 from torchstream.devices import as_device
 from torchstream.explain.smoothing import ExponentialSmoother
+from torchstream.explain.storage import GeometricReservoir, UniformReservoir
+from torchstream.typing import Storage
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = [
     "BASELINES",
@@ -97,6 +103,14 @@ def _seeded(seed: int | None) -> tuple[int, torch.Generator]:
         return seed, torch.Generator().manual_seed(seed)
     except (TypeError, RuntimeError, OverflowError):
         raise ValueError(f"seed must be None or an integer, got {seed!r}") from None
+
+
+class BaselineOptions(TypedDict, total=False):
+    """The keywords every baseline passes on to :class:`Baseline`."""
+
+    seed: int | None
+    dtype: torch.dtype
+    device: torch.device | str | None
 
 
 def _positive_int(value: Any, argument: str) -> int:
@@ -151,7 +165,7 @@ class Baseline:
         self.n_seen = 0
 
     # ------------------------------------------------------------------ checks
-    def _rows(self, X: Any, argument: str = "X") -> torch.Tensor:
+    def _rows(self, X: object, argument: str = "X") -> torch.Tensor:
         if not isinstance(X, torch.Tensor):
             X = torch.as_tensor(X)
         if X.dim() != 2:
@@ -207,16 +221,16 @@ class Baseline:
         raise NotImplementedError  # pragma: no cover
 
     # ------------------------------------------------------------------ state
-    def _config(self) -> dict[str, Any]:
+    def _config(self) -> dict[str, object]:
         return {"kind": type(self).__name__}
 
-    def _extra_state(self) -> dict[str, Any]:
+    def _extra_state(self) -> dict[str, object]:
         return {}
 
     def _load_extra_state(self, state: Mapping[str, Any]) -> None:
         pass
 
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> dict[str, object]:
         return {
             **self._config(),
             "n_features": self.n_features,
@@ -253,7 +267,9 @@ class ConstantBaseline(Baseline):
 
     static, stochastic = True, False
 
-    def __init__(self, value: float | Any = 0.0, n_features: int | None = None, **kwargs: Any):
+    def __init__(self, value: float | Sequence[float] | torch.Tensor = 0.0,
+                 n_features: int | None = None,
+                 **kwargs: Unpack[BaselineOptions]):
         value_t = torch.as_tensor(value, dtype=kwargs.get("dtype", torch.float64))
         if value_t.dim() > 1:
             raise ValueError(f"value must be a number or a vector [d], got {list(value_t.shape)}")
@@ -271,7 +287,7 @@ class ConstantBaseline(Baseline):
     def _draw(self, X: torch.Tensor, n: int, model_fn: ScalarFn | None) -> torch.Tensor:
         return self.value.expand(1, X.shape[0], X.shape[1]).clone()
 
-    def _extra_state(self) -> dict[str, Any]:
+    def _extra_state(self) -> dict[str, object]:
         return {"value": self.value.clone()}
 
     def _load_extra_state(self, state: Mapping[str, Any]) -> None:
@@ -293,7 +309,8 @@ class EWMABaseline(Baseline):
 
     static, stochastic = True, False
 
-    def __init__(self, beta: float = 0.001, n_features: int | None = None, **kwargs: Any):
+    def __init__(self, beta: float = 0.001, n_features: int | None = None,
+                 **kwargs: Unpack[BaselineOptions]):
         if isinstance(beta, bool) or not isinstance(beta, (int, float)) or not 0 < beta <= 1:
             raise ValueError(f"beta must be in (0, 1], got {beta!r}")
         self.beta = float(beta)
@@ -325,10 +342,10 @@ class EWMABaseline(Baseline):
     def _draw(self, X: torch.Tensor, n: int, model_fn: ScalarFn | None) -> torch.Tensor:
         return self.mean.expand(1, X.shape[0], X.shape[1]).clone()
 
-    def _config(self) -> dict[str, Any]:
+    def _config(self) -> dict[str, object]:
         return {**super()._config(), "beta": self.beta}
 
-    def _extra_state(self) -> dict[str, Any]:
+    def _extra_state(self) -> dict[str, object]:
         return {"smoother": None if self._smoother is None else self._smoother.state_dict()}
 
     def _load_extra_state(self, state: Mapping[str, Any]) -> None:
@@ -366,9 +383,9 @@ class ExpectationBaseline(Baseline):
     def __init__(
         self,
         size: int = 100,
-        storage: str | Any = "uniform",
+        storage: str | Storage = "uniform",
         n_features: int | None = None,
-        **kwargs: Any,
+        **kwargs: Unpack[BaselineOptions],
     ) -> None:
         self.size = _positive_int(size, "size")
         if isinstance(storage, str) and storage not in ("uniform", "geometric"):
@@ -388,8 +405,6 @@ class ExpectationBaseline(Baseline):
     def _on_width(self) -> None:
         if self.storage is not None:
             return
-        from torchstream.explain.storage import GeometricReservoir, UniformReservoir
-
         cls = UniformReservoir if self._storage_arg == "uniform" else GeometricReservoir
         assert self.n_features is not None
         # a seed derived from the baseline's own: both streams of random numbers are fixed
@@ -409,11 +424,11 @@ class ExpectationBaseline(Baseline):
     def _draw(self, X: torch.Tensor, n: int, model_fn: ScalarFn | None) -> torch.Tensor:
         return self.background(n).unsqueeze(1).expand(n, X.shape[0], X.shape[1]).clone()
 
-    def _config(self) -> dict[str, Any]:
+    def _config(self) -> dict[str, object]:
         name = self._storage_arg if isinstance(self._storage_arg, str) else "custom"
         return {**super()._config(), "size": self.size, "storage": name}
 
-    def _extra_state(self) -> dict[str, Any]:
+    def _extra_state(self) -> dict[str, object]:
         has = self.storage is not None and hasattr(self.storage, "state_dict")
         return {"storage_state": self.storage.state_dict() if has else None}
 
@@ -427,7 +442,8 @@ class _RangeBaseline(Baseline):
     """A baseline that needs the observed range ``[min_j, max_j]`` of each feature: over all
     rows seen (``window=None``) or over the last ``window`` rows (a ring buffer)."""
 
-    def __init__(self, window: int | None = None, n_features: int | None = None, **kwargs: Any):
+    def __init__(self, window: int | None = None, n_features: int | None = None,
+                 **kwargs: Unpack[BaselineOptions]):
         self.window = None if window is None else _positive_int(window, "window")
         self._lo: torch.Tensor | None = None
         self._hi: torch.Tensor | None = None
@@ -450,10 +466,10 @@ class _RangeBaseline(Baseline):
             raise ValueError(f"{type(self).__name__} has seen no rows: call update(X) first")
         return self._lo, self._hi
 
-    def _config(self) -> dict[str, Any]:
+    def _config(self) -> dict[str, object]:
         return {**super()._config(), "window": self.window}
 
-    def _extra_state(self) -> dict[str, Any]:
+    def _extra_state(self) -> dict[str, object]:
         clone = lambda t: None if t is None else t.clone()
         return {"lo": clone(self._lo), "hi": clone(self._hi), "ring": clone(self._ring)}
 
@@ -504,7 +520,7 @@ class GaussianBaseline(_RangeBaseline):
         clip: bool = True,
         window: int | None = None,
         n_features: int | None = None,
-        **kwargs: Any,
+        **kwargs: Unpack[BaselineOptions],
     ) -> None:
         self.sigma = _positive_float(sigma, "sigma")
         self.clip = bool(clip)
@@ -518,7 +534,7 @@ class GaussianBaseline(_RangeBaseline):
             out = torch.minimum(torch.maximum(out, lo), hi)
         return out
 
-    def _config(self) -> dict[str, Any]:
+    def _config(self) -> dict[str, object]:
         return {**super()._config(), "sigma": self.sigma, "clip": self.clip}
 
 
@@ -538,7 +554,8 @@ class BlurredBaseline(Baseline):
 
     static, stochastic = False, True
 
-    def __init__(self, sigma: float = 3.0, n_features: int | None = None, **kwargs: Any):
+    def __init__(self, sigma: float = 3.0, n_features: int | None = None,
+                 **kwargs: Unpack[BaselineOptions]):
         self.sigma = _positive_float(sigma, "sigma")
         self._matrix: torch.Tensor | None = None
         super().__init__(n_features, **kwargs)
@@ -546,8 +563,6 @@ class BlurredBaseline(Baseline):
     def blur_matrix(self) -> torch.Tensor:
         """``M [d, d]`` with ``blur(z) = M @ z`` for a row ``z`` in the permuted order."""
         if self._matrix is None:
-            from scipy.ndimage import gaussian_filter1d
-
             assert self.n_features is not None
             eye = np.eye(self.n_features)
             m = gaussian_filter1d(eye, self.sigma, axis=0, mode="reflect")
@@ -564,7 +579,7 @@ class BlurredBaseline(Baseline):
         blurred = permuted @ M.T
         return torch.gather(blurred, 2, inv.unsqueeze(1).expand(n, X.shape[0], d))
 
-    def _config(self) -> dict[str, Any]:
+    def _config(self) -> dict[str, object]:
         return {**super()._config(), "sigma": self.sigma}
 
 
@@ -600,7 +615,7 @@ class NeutralBaseline(Baseline):
         beta: float = 0.001,
         n_iter: int = 30,
         n_features: int | None = None,
-        **kwargs: Any,
+        **kwargs: Unpack[BaselineOptions],
     ) -> None:
         if reference is not None and reference.stochastic:
             raise ValueError("reference must be a deterministic baseline")
@@ -638,10 +653,10 @@ class NeutralBaseline(Baseline):
         self.last_fallback = ~crosses.cpu()
         return (r + t.unsqueeze(1) * (X - r)).unsqueeze(0)
 
-    def _config(self) -> dict[str, Any]:
+    def _config(self) -> dict[str, object]:
         return {**super()._config(), "level": self.level, "n_iter": self.n_iter}
 
-    def _extra_state(self) -> dict[str, Any]:
+    def _extra_state(self) -> dict[str, object]:
         return {"reference": self.reference.state_dict()}
 
     def _load_extra_state(self, state: Mapping[str, Any]) -> None:

@@ -18,9 +18,12 @@ References
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 import torch
+
+from torchstream.explain._groups import FeatureGroups, check_feature_groups
 
 __all__ = ["MarginalImputer"]
 
@@ -48,6 +51,12 @@ class MarginalImputer:
     ----------
     mode
         ``"joint"`` (default) or ``"product"``.
+    feature_groups
+        ``{feature name: column indices}`` covering the ``d`` columns (or validated
+        :class:`~torchstream.explain._groups.FeatureGroups`): ``"product"`` then draws one row
+        per absent *group* and copies that group's whole block from it (``B * R * G`` draws, in
+        ``(b, r, group)`` order), so a one-hot block stays one-hot. The masks must keep every
+        group wholly present or wholly absent. ``"joint"`` is unchanged (one row fills all).
 
     Examples
     --------
@@ -68,10 +77,16 @@ class MarginalImputer:
        LNCS 14171, 428-445.
     """
 
-    def __init__(self, mode: Literal["joint", "product"] = "joint") -> None:
+    def __init__(
+        self,
+        mode: Literal["joint", "product"] = "joint",
+        feature_groups: Mapping[str, Sequence[int]] | FeatureGroups | None = None,
+    ) -> None:
         if mode not in ("joint", "product"):
             raise ValueError(f"mode must be 'joint' or 'product', got {mode!r}")
         self.mode = mode
+        self._feature_groups = feature_groups
+        self.groups: FeatureGroups | None = None
 
     def impute(self, x: torch.Tensor, mask: torch.Tensor, storage: Any) -> torch.Tensor:
         """Rows ``[B, R, d]``: ``x[b]`` where ``mask[b, r]`` is True, storage draws elsewhere.
@@ -99,7 +114,10 @@ class MarginalImputer:
             raise ValueError(f"mask must be a bool tensor (True = present), got {mask.dtype}")
         r = mask.shape[1]
         mask = mask.to(x.device)
-        if self.mode == "joint":
+        groups = self._groups_for(d)
+        if self.mode == "product" and groups is not None:
+            drawn = self._group_product(storage, b, r, d, groups)
+        elif self.mode == "joint":
             drawn = self._sample(storage, b * r, d).view(b, r, d)
         else:
             n = b * r * d
@@ -112,6 +130,37 @@ class MarginalImputer:
                 drawn = self._sample(storage, n, d).view(b, r, d, d).diagonal(dim1=2, dim2=3)
         drawn = drawn.to(device=x.device, dtype=x.dtype)
         return torch.where(mask, x.unsqueeze(1), drawn)
+
+    def _groups_for(self, d: int) -> FeatureGroups | None:
+        """The validated groups for rows of width ``d`` (checked on first use)."""
+        given = self._feature_groups
+        if given is None:
+            return None
+        if self.groups is None or self.groups.column_group.numel() != d:
+            self.groups = (
+                given if isinstance(given, FeatureGroups) else check_feature_groups(given, d)
+            )
+            if self.groups.column_group.numel() != d:
+                raise ValueError(
+                    f"feature_groups cover {self.groups.column_group.numel()} columns, the rows "
+                    f"have d={d}"
+                )
+        return self.groups
+
+    def _group_product(
+        self, storage: Any, b: int, r: int, d: int, groups: FeatureGroups
+    ) -> torch.Tensor:
+        """``[B, R, d]``: column ``j`` of ``(b, r)`` from draw ``(b, r, group(j))``."""
+        n_groups = groups.n_groups
+        n = b * r * n_groups
+        if hasattr(storage, "sample_indices") and hasattr(storage, "rows"):
+            rows = storage.rows
+            idx = storage.sample_indices(n).view(b, r, n_groups).to(rows.device)
+            col_group = groups.column_group.to(rows.device)
+            return rows[idx[..., col_group], torch.arange(d, device=rows.device)]
+        drawn = self._sample(storage, n, d).view(b, r, n_groups, d)
+        col_group = groups.column_group.to(drawn.device).view(1, 1, 1, d).expand(b, r, 1, d)
+        return drawn.gather(2, col_group).squeeze(2)
 
     @staticmethod
     def _sample(storage: Any, n: int, d: int) -> torch.Tensor:

@@ -19,11 +19,12 @@ from __future__ import annotations
 import math
 import warnings
 from collections import deque
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import torch
 
+from torchstream._deprecation import renamed
 from torchstream.base import ExplainerBase, PluginBase
 from torchstream.checkpoint import check_settings
 from torchstream.devices import to_device
@@ -34,17 +35,13 @@ from torchstream.explain._pdp_grid import (
     _check_finite,
     _evaluate,
     _evaluation_points,
+    _feature_index,
     _grid_settings,
     _int_at_least,
-    _plot,
     _range_storage,
 )
 from torchstream.explain.smoothing import ExponentialSmoother, check_alpha
-from torchstream.typing import ModelFn
-
-if TYPE_CHECKING:
-    from matplotlib.axes import Axes
-    from matplotlib.figure import Figure
+from torchstream.typing import BatchView, ModelFn
 
 __all__ = ["IncrementalPDP"]
 
@@ -55,7 +52,7 @@ class _CallableImportance(torch.Tensor):
     it gives plain tensors."""
 
     _score: float
-    __torch_function__ = torch._C._disabled_torch_function_impl
+    __torch_function__ = torch._C._disabled_torch_function_impl  # type: ignore[assignment]
 
     @classmethod
     def of(cls, values: torch.Tensor, score: float) -> _CallableImportance:
@@ -63,7 +60,7 @@ class _CallableImportance(torch.Tensor):
         out._score = score
         return out
 
-    def __repr__(self, *, tensor_contents: object = None) -> str:
+    def __repr__(self, *, tensor_contents: object = None) -> str:  # type: ignore[override]
         return repr(self.as_subclass(torch.Tensor))
 
     def __call__(self) -> float:
@@ -136,8 +133,13 @@ class IncrementalPDP(ExplainerBase, PluginBase):
         The model as a :data:`~torchstream.typing.ModelFn` (``[n, d] -> [n]`` values or
         ``[n, k]`` class probabilities); ``None`` for a plug-in that explains ``batch.learner``.
     feature
-        Index ``S`` of the explained column of ``X`` (checked against ``X``'s width at the first
-        batch).
+        The explained column ``S`` of ``X``: its index (checked against ``X``'s width at the
+        first batch) or its name in ``feature_names``.
+    feature_names
+        Names of the columns of ``X`` (a sequence of unique names, or a
+        :class:`~torchstream.schema.Schema`; ``X`` must then have that many columns); default
+        ``x0..``. They name the columns of :attr:`importance` and the explained feature in tags
+        and plots.
     grid_size
         Number ``m >= 2`` of evaluation points (ignored when ``fixed_range`` lists the points).
     alpha
@@ -162,12 +164,14 @@ class IncrementalPDP(ExplainerBase, PluginBase):
     history_every, history_size
         Every ``history_every`` rows a snapshot ``(row, grid, pd)`` is kept; at most the last
         ``history_size`` snapshots.
-    feature_name
-        Name of the feature in tags and plots (default ``"x<feature>"``).
     chunk_size
         At most this many rows per ``model_fn`` call (a memory cap); None: one call per batch.
     seed
-        Seed of the frequency storage's entrance coins.
+        Seed of the frequency storage's entrance coins (``None``: a fresh random seed).
+    feature_name
+        Deprecated (warns): the name of the explained feature only. Use ``feature_names``. A
+        given ``feature_name`` is kept as the label of the explained column (the other columns
+        are named ``x<j>``), as before.
 
     Attributes
     ----------
@@ -181,6 +185,9 @@ class IncrementalPDP(ExplainerBase, PluginBase):
         Deque of the last ``history_size`` snapshots ``(row, grid, pd)``.
     n_explained, n_seen
         Rows explained / rows passed to :meth:`explain` so far.
+    feature_name
+        The name of the explained feature (``feature_names[feature]``, default
+        ``"x<feature>"``).
 
     Examples
     --------
@@ -215,8 +222,9 @@ class IncrementalPDP(ExplainerBase, PluginBase):
     def __init__(
         self,
         model_fn: ModelFn | None,
-        feature: int,
+        feature: int | str,
         *,
+        feature_names: Sequence[str] | None = None,
         grid_size: int = 20,
         alpha: float = 0.001,
         grid: GridRule = "rolling",
@@ -229,14 +237,16 @@ class IncrementalPDP(ExplainerBase, PluginBase):
         n_ice: int = 20,
         history_every: int = 1000,
         history_size: int = 10,
-        feature_name: str | None = None,
         chunk_size: int | None = None,
-        seed: int | None = None,
+        seed: int | None = 0,
+        feature_name: str | None = None,
     ) -> None:
         if model_fn is not None and not callable(model_fn):
             raise TypeError(f"model_fn must be callable or None, got {type(model_fn).__name__}")
         self.model_fn = model_fn
-        self.feature = _int_at_least(feature, "feature", 0)
+        renamed("feature_name", feature_name, "feature_names", feature_names, None,
+                "IncrementalPDP")
+        self.feature, self._names = _feature_index(feature, feature_names)
         self.alpha = check_alpha(alpha, "alpha")
         setup = _grid_settings(
             grid, grid_size, window, quantiles, storage_size, entrance_prob, fixed_range
@@ -251,7 +261,10 @@ class IncrementalPDP(ExplainerBase, PluginBase):
         self.n_ice = _int_at_least(n_ice, "n_ice", 0)
         self.history_every = _int_at_least(history_every, "history_every", 1)
         self.history_size = _int_at_least(history_size, "history_size", 0)
-        self.feature_name = str(feature_name) if feature_name is not None else f"x{self.feature}"
+        if self._names is not None:
+            self.feature_name = self._names[self.feature]
+        else:
+            self.feature_name = f"x{self.feature}" if feature_name is None else str(feature_name)
         self.chunk_size = None if chunk_size is None else _int_at_least(chunk_size, "chunk_size", 1)
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
             raise ValueError(f"seed must be an integer or None, got {seed!r}")
@@ -347,20 +360,29 @@ class IncrementalPDP(ExplainerBase, PluginBase):
     def importance(self) -> torch.Tensor:
         """The importance per column of ``X`` ``[d]``: :attr:`score` at the explained
         ``feature``, NaN at the columns this explainer does not explain (``d`` is fixed by the
-        first batch; before it the vector has ``feature + 1`` entries, all NaN).
+        first batch, or by ``feature_names``; before it the vector has ``feature + 1`` entries,
+        all NaN).
 
         Calling it, ``importance()``, is the older form: it still returns :attr:`score`, with
         a ``DeprecationWarning``."""
-        d = self.n_features if self.n_features is not None else self.feature + 1
-        values = torch.full((d,), math.nan, dtype=torch.float64)
+        values = torch.full((self._width(),), math.nan, dtype=torch.float64)
         values[self.feature] = self.score
         return _CallableImportance.of(values, self.score)
 
     @property
     def feature_names(self) -> list[str]:  # type: ignore[override]
-        """Names of the columns of :attr:`importance` (``feature_name`` at ``feature``)."""
-        d = self.n_features if self.n_features is not None else self.feature + 1
-        return [self.feature_name if j == self.feature else f"x{j}" for j in range(d)]
+        """Names of the columns of :attr:`importance`: the given ``feature_names``, else
+        ``x<j>`` (with :attr:`feature_name` at ``feature``)."""
+        if self._names is not None:
+            return list(self._names)
+        return [self.feature_name if j == self.feature else f"x{j}" for j in range(self._width())]
+
+    def _width(self) -> int:
+        """Columns of ``X``: known from the first batch or ``feature_names``, else at least
+        ``feature + 1``."""
+        if self.n_features is not None:
+            return self.n_features
+        return len(self._names) if self._names is not None else self.feature + 1
 
     @property
     def score(self) -> float:
@@ -375,7 +397,7 @@ class IncrementalPDP(ExplainerBase, PluginBase):
             return 0.0
         return float(self._ema.debiased[1].std(unbiased=True))
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         """The current plot as plain Python values."""
         return {
             "feature": self.feature_name,
@@ -402,7 +424,8 @@ class IncrementalPDP(ExplainerBase, PluginBase):
         self._explain(X, self.model_fn)
 
     def _explain(self, X: torch.Tensor, model_fn: ModelFn) -> None:
-        X, d = _check_batch(X, self.feature, self.feature_name, self.n_features)
+        X, d = _check_batch(X, self.feature, self.feature_name, self.n_features,
+                            None if self._names is None else len(self._names))
         values = X[:, self.feature].detach()
         # one host read: the batch's check sum, with the values the range storage keeps
         host = torch.cat([X.sum().view(1), values]).to("cpu", torch.float64)
@@ -460,7 +483,7 @@ class IncrementalPDP(ExplainerBase, PluginBase):
                 self.history.append((self.n_seen, self.grid.cpu(), self.pd.cpu()))
 
     # ------------------------------------------------------------------ plug-in
-    def on_batch(self, batch: Any) -> dict[str, float]:
+    def on_batch(self, batch: BatchView) -> dict[str, float]:
         """Plug-in hook: explain ``batch.X`` with ``model_fn`` (or ``batch.learner`` when it is
         None); returns ``{"ipdp/<feature_name>/importance": score}``, empty during warm-up."""
         model_fn = self.model_fn if self.model_fn is not None else batch.learner
@@ -469,18 +492,8 @@ class IncrementalPDP(ExplainerBase, PluginBase):
             return {}
         return {f"{self.name}/importance": self.score}
 
-    def figures(self) -> dict[str, Figure]:
-        """``{"ipdp/<feature_name>": figure of plot()}`` (for sinks that log figures)."""
-        return {self.name: self.plot().figure}
-
-    def plot(self, ax: Axes | None = None) -> Axes:
-        """Draw the PD (thick line) with the recent ICE curves (thin, transparent) and the
-        history snapshots (faded, older = lighter) on ``ax`` (default: a new standalone Agg
-        figure, no pyplot state); returns the Axes."""
-        return _plot(self, ax)
-
     # ------------------------------------------------------------------ state
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> dict[str, object]:
         """Everything needed to resume bit-exactly."""
         return {
             "class": type(self).__name__,

@@ -19,6 +19,7 @@ References
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 import torch
@@ -26,7 +27,7 @@ import torch
 from torchstream.explain._base import LossExplainer, _acc_dtype
 from torchstream.explain.storage._common import _Reservoir
 from torchstream.losses import LossFn
-from torchstream.typing import ModelFn
+from torchstream.typing import ModelFn, Storage
 
 __all__ = ["IncrementalPFI"]
 
@@ -97,6 +98,14 @@ class IncrementalPFI(LossExplainer):
         At most this many rows per ``model_fn`` call (a memory cap); None: one call per batch.
     seed
         Seed of the explainer's CPU ``torch.Generator`` (a named storage is seeded from it).
+    feature_groups
+        ``{feature name: encoded column indices}`` (e.g.
+        :meth:`~torchstream.schema.Schema.feature_groups`), every column in exactly one group:
+        each draw then replaces the whole block of a feature by the block of one stored row (a
+        one-hot block stays one-hot), :attr:`importance` is ``[G]`` and
+        :attr:`feature_names` are the group names, in the mapping's order. A storage object is
+        asked for ``B G K`` rows, in the order (row, group, draw). None: every column is a
+        feature.
 
     Examples
     --------
@@ -133,13 +142,14 @@ class IncrementalPFI(LossExplainer):
         n_features: int,
         *,
         alpha: float = 0.001,
-        storage: Literal["geometric", "uniform"] | Any = "geometric",
+        storage: Literal["geometric", "uniform"] | Storage = "geometric",
         storage_size: int = 100,
         n_samples: int = 1,
-        feature_names: Any = None,
+        feature_names: Sequence[str] | None = None,
         init: Literal["zero", "first"] = "zero",
         chunk_size: int | None = None,
-        seed: int | None = None,
+        seed: int | None = 0,
+        feature_groups: Mapping[str, Sequence[int]] | None = None,
     ) -> None:
         super().__init__(
             model_fn,
@@ -153,6 +163,7 @@ class IncrementalPFI(LossExplainer):
             init=init,
             chunk_size=chunk_size,
             seed=seed,
+            feature_groups=feature_groups,
         )
         self._plan_key: tuple[Any, ...] | None = None
         self._plan_cache: tuple[torch.Tensor, torch.Tensor, torch.Tensor]
@@ -165,6 +176,8 @@ class IncrementalPFI(LossExplainer):
         then one copy of it per ``(j, k)``): every copy is filled from ``X`` in one broadcast
         copy, and only the ``B d K`` replaced values are gathered from the storage and written
         at their precomputed positions."""
+        if self.groups is not None:
+            return self._group_contributions(X, y, model_fn)
         b, d = X.shape
         k = self.n_samples
         groups = 1 + d * k
@@ -179,6 +192,36 @@ class IncrementalPFI(LossExplainer):
         )  # [1 + d K, B]
         diff = (losses[1:] - losses[0]).view(d, k, b)
         lam = diff[:, 0] if k == 1 else diff.mean(1)  # mean of differences: 0 for a null feature
+        return lam.t()
+
+    def _group_contributions(
+        self, X: torch.Tensor, y: torch.Tensor, model_fn: ModelFn
+    ) -> torch.Tensor:
+        """``lambda [B, G]`` with ``feature_groups``: the whole block of group ``g`` is replaced
+        by the block of ONE stored row per draw. Draw ``t`` of the ``B G K`` stored rows fills
+        ``(b, g, k)`` row-major; the model input is group-major ``[1 + G K, B, d]``."""
+        assert self.groups is not None
+        b, d = X.shape
+        k = self.n_samples
+        n_groups = self.groups.n_groups
+        n = b * n_groups * k
+        storage = self.storage
+        data = getattr(storage, "_data", None) if isinstance(storage, _Reservoir) else None
+        if data is not None:  # the same random numbers as sample(n), only slot indices
+            rows = data.index_select(0, storage.sample_indices(n).to(data.device))
+        else:
+            rows = self._sample_rows(n, X)
+        rows = rows.to(device=X.device, dtype=X.dtype).view(b, n_groups, k, d).permute(1, 2, 0, 3)
+        member = self.groups.member_mask().to(X.device).view(n_groups, 1, 1, d)
+        replaced = torch.where(member, rows, X)  # [G, K, B, d]
+        Z = torch.cat([X.unsqueeze(0), replaced.reshape(n_groups * k, b, d)])
+        out = self._forward(model_fn, Z.view(-1, d))
+        self._check_output(out, y)
+        losses = self._group_loss(
+            out.view(1 + n_groups * k, b, *out.shape[1:]), y, _acc_dtype(out.device)
+        )  # [1 + G K, B]
+        diff = (losses[1:] - losses[0]).view(n_groups, k, b)
+        lam = diff[:, 0] if k == 1 else diff.mean(1)
         return lam.t()
 
     def _plan(self, b: int, X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

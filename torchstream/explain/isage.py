@@ -20,17 +20,18 @@ References
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Literal
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, cast
 
 import torch
 
 from torchstream.devices import to_device
 from torchstream.explain._base import LossExplainer, _acc_dtype, ema_prefix
+from torchstream.explain.conditional import ConditionalTreeSampler
 from torchstream.explain.imputers import MarginalImputer
 from torchstream.explain.storage._common import _Reservoir
 from torchstream.losses import LossFn
-from torchstream.typing import ModelFn
+from torchstream.typing import Imputer, ModelFn, Sampler, Storage
 
 __all__ = ["IncrementalSAGE"]
 
@@ -146,6 +147,17 @@ class IncrementalSAGE(LossExplainer):
     feature_names, init, chunk_size, seed
         As for :class:`~torchstream.explain.ipfi.IncrementalPFI`; the permutations come from
         the explainer's generator (``torch.rand(B, d).argsort(1)``).
+    feature_groups
+        ``{feature name: encoded column indices}`` (e.g.
+        :meth:`~torchstream.schema.Schema.feature_groups`), every column in exactly one group:
+        the players are then the ``G`` groups (permutations ``torch.rand(B, G).argsort(1)``,
+        coalitions are sets of groups) and a removed group's block is imputed from one stored
+        row: ``"joint"`` fills all removed groups from one row, ``"product"`` each removed group
+        from its own row, observational removal draws each removed group's block from one
+        stored row of the reservoir the group's first column's tree leads to. A custom imputer
+        gets masks in which every group is wholly present or absent and must keep blocks whole
+        itself; a custom sampler must carry the same ``groups``. :attr:`importance` is ``[G]``,
+        :attr:`feature_names` the group names.
 
     Examples
     --------
@@ -205,18 +217,19 @@ class IncrementalSAGE(LossExplainer):
         n_features: int,
         *,
         alpha: float = 0.001,
-        removal: Literal["interventional", "observational"] | Any = "interventional",
-        imputer: Literal["joint", "product"] | Any = "joint",
-        storage: Literal["geometric", "uniform"] | Any = "geometric",
+        removal: Literal["interventional", "observational"] | Sampler = "interventional",
+        imputer: Literal["joint", "product"] | Imputer = "joint",
+        storage: Literal["geometric", "uniform"] | Storage = "geometric",
         storage_size: int = 100,
         n_samples: int = 1,
         empty_prediction: Literal["ema", "imputed"] = "ema",
-        feature_names: Any = None,
+        feature_names: Sequence[str] | None = None,
         init: Literal["zero", "first"] = "zero",
         chunk_size: int | None = None,
-        seed: int | None = None,
+        seed: int | None = 0,
+        feature_groups: Mapping[str, Sequence[int]] | None = None,
     ) -> None:
-        sampler = None
+        sampler: Sampler | None = None
         if not isinstance(removal, str):
             needs = ("impute", "update")
             if not all(callable(getattr(removal, method, None)) for method in needs):
@@ -254,15 +267,23 @@ class IncrementalSAGE(LossExplainer):
             init=init,
             chunk_size=chunk_size,
             seed=seed,
+            feature_groups=feature_groups,
         )
         self.removal = removal
         self.empty_prediction = empty_prediction
         if removal == "observational":
             if sampler is None:
-                from torchstream.explain.conditional import ConditionalTreeSampler
-
                 # the seed the interventional reservoir got from the explainer's generator
-                sampler = ConditionalTreeSampler(self.n_features, seed=self.storage.seed)
+                sampler = ConditionalTreeSampler(
+                    self.n_features, seed=self.storage.seed, feature_groups=self.groups
+                )
+            elif self.groups is not None:
+                theirs = getattr(sampler, "groups", None)
+                if getattr(theirs, "members", None) != self.groups.members:
+                    raise ValueError(
+                        "removal: with feature_groups the sampler must draw whole groups: build "
+                        "it with the same feature_groups"
+                    )
             width = getattr(sampler, "n_features", self.n_features)
             if width != self.n_features:
                 raise ValueError(
@@ -270,13 +291,13 @@ class IncrementalSAGE(LossExplainer):
                     f"n_features={self.n_features}"
                 )
             self.storage = sampler  # updated after explaining, saved in state_dict()
-            self.imputer = sampler
+            self.imputer: Imputer = sampler
         elif isinstance(imputer, str):
             if imputer not in ("joint", "product"):
                 raise ValueError(
                     f"imputer must be 'joint', 'product' or an imputer object, got {imputer!r}"
                 )
-            self.imputer = MarginalImputer(imputer)
+            self.imputer = MarginalImputer(imputer, self.groups)
         elif callable(getattr(imputer, "impute", None)):
             self.imputer = imputer
         else:
@@ -298,20 +319,24 @@ class IncrementalSAGE(LossExplainer):
         imputed coalition sizes. The imputer sees the masks in its own ``[B, G m, d]`` order, so
         its draws are the same whatever the layout."""
         b, d = X.shape
+        p = self.n_explained_features  # players: the columns, or the groups
         m = self.n_samples
         imputed_empty = self.empty_prediction == "imputed"
         first = 0 if imputed_empty else 1  # smallest coalition size that is imputed
-        g = d - first  # imputed coalition sizes first..d-1
+        g = p - first  # imputed coalition sizes first..p-1
         rows = g * m
         buf, sizes, ranks = self._plan(b, X)
         # the uniforms come from the CPU generator (the same permutations on every device);
         # they are sorted where the batch is (stable: ties, rare in float32, break alike)
-        u = to_device(torch.rand(b, d, generator=self.generator), X.device)
+        u = to_device(torch.rand(b, p, generator=self.generator), X.device)
         perm = u.argsort(dim=1, stable=True)
         # rank[b, j]: position of feature j in row b's permutation (the inverse permutation)
         rank = torch.empty_like(perm).scatter_(1, perm, ranks)
         if rows:
-            self._impute_into(buf[1:], X, rank, sizes)
+            fg = self.groups
+            # every column takes its group's position: a group is present or absent as a whole
+            col_rank = rank if fg is None else rank[:, fg.column_group.to(rank.device)]
+            self._impute_into(buf[1:], X, col_rank, sizes)
             buf[0].copy_(X)
             Z = buf.view((1 + rows) * b, d)
         else:  # d = 1 with the EMA empty prediction: only the batch itself
@@ -368,13 +393,14 @@ class IncrementalSAGE(LossExplainer):
         key = (b, X.dtype, X.device)
         if self._plan_key != key:
             d, m = self.n_features, self.n_samples
+            p = self.n_explained_features
             first = 0 if self.empty_prediction == "imputed" else 1
-            rows = (d - first) * m
-            sizes = torch.arange(first, d).repeat_interleave(m).view(rows, 1, 1)
+            rows = (p - first) * m
+            sizes = torch.arange(first, p).repeat_interleave(m).view(rows, 1, 1)
             self._plan_cache = (
                 torch.empty(1 + rows, b, d, dtype=X.dtype, device=X.device),
                 sizes.to(X.device),
-                torch.arange(d, device=X.device).expand(b, d),
+                torch.arange(p, device=X.device).expand(b, p),
             )
             self._plan_key = key
         return self._plan_cache
@@ -398,9 +424,16 @@ class IncrementalSAGE(LossExplainer):
             data = storage._data
         if data is not None:
             present = rank.view(1, b, d) < sizes  # [G m, B, d]: True = feature present
-            if imputer.mode == "joint":  # draw t fills (b, r) = divmod(t, G m)
+            # draw t fills (b, r) = divmod(t, G m)
+            if cast(MarginalImputer, imputer).mode == "joint":
                 idx = storage.sample_indices(b * rows).view(b, rows).t()
                 drawn = data.index_select(0, idx.reshape(-1)).view(rows, b, d)
+            elif self.groups is not None:  # product by group: draw t fills (b, r, group)
+                n_groups = self.groups.n_groups
+                idx = storage.sample_indices(b * rows * n_groups).view(b, rows, n_groups)
+                idx = idx[..., self.groups.column_group.to(idx.device)].transpose(0, 1)
+                feature = torch.arange(d, device=idx.device)
+                drawn = data.view(-1).take(torch.add(feature, idx, alpha=d))
             else:  # product: draw t fills (b, r, j) in that order, feature j of its row
                 idx = storage.sample_indices(b * rows * d).view(b, rows, d).transpose(0, 1)
                 feature = torch.arange(d, device=idx.device)
@@ -417,7 +450,7 @@ class IncrementalSAGE(LossExplainer):
             raise ValueError(f"imputer returned {list(imputed.shape)}, expected [{b}, {rows}, {d}]")
         out.copy_(imputed.transpose(0, 1))
 
-    def _extra_state(self) -> dict[str, Any]:
+    def _extra_state(self) -> dict[str, object]:
         return {
             "y_empty": None if self.y_empty is None else self.y_empty.clone(),
             "empty_prediction": self.empty_prediction,

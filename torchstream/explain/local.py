@@ -34,15 +34,30 @@ from __future__ import annotations
 
 import inspect
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, cast
 
+import captum.attr as ca
 import torch
 
+from torchstream.explain._base import feature_names_for
+from torchstream.explain._groups import FeatureGroups, check_feature_groups
+from torchstream.explain._chain import deeplift_through_output
 from torchstream.explain.baselines import Baseline, ConstantBaseline, _seeded
+from torchstream.learners.network import ClassProbabilities, LearnerNetwork
+from torchstream.typing import BatchView, ModelFn
 
 __all__ = ["METHODS", "LocalAttribution", "LocalExplainer"]
+
+
+class _Attribution(Protocol):
+    """A captum attribution method: built on a forward function, ``attribute`` returns the
+    attributions of ``inputs``."""
+
+    def __init__(self, forward_func: ModelFn) -> None: ...
+
+    def attribute(self, inputs: torch.Tensor, *args: object, **kwargs: object) -> torch.Tensor: ...
 
 
 @dataclass(frozen=True)
@@ -86,7 +101,8 @@ class LocalAttribution:
     Attributes
     ----------
     attributions
-        ``[B, d]``, averaged over the baseline draws.
+        ``[B, d]``, averaged over the baseline draws; ``[B, G]`` with ``feature_groups`` (the
+        sum over each group's columns).
     output
         ``f(x)`` of the explained output ``[B]``.
     baseline_output
@@ -98,6 +114,8 @@ class LocalAttribution:
         The baseline draws ``[S, B, d]``.
     target
         The explained output column per row ``[B]`` (``None`` for a one-output model).
+    column_attributions
+        With ``feature_groups``: the per-column attributions ``[B, d]``; else ``None``.
     """
 
     attributions: torch.Tensor
@@ -106,6 +124,7 @@ class LocalAttribution:
     delta: torch.Tensor | None
     baselines: torch.Tensor
     target: torch.Tensor | None
+    column_attributions: torch.Tensor | None = None
 
 
 class LocalExplainer:
@@ -115,7 +134,12 @@ class LocalExplainer:
     ----------
     model
         The model: a ``ModelFn`` (rows ``[n, d]`` to outputs ``[n]`` or ``[n, k]``); an
-        ``nn.Module`` for DeepLift. Gradient methods need it to be differentiable.
+        ``nn.Module`` for DeepLift; or a learner with a ``network`` (an
+        :class:`~torchstream.learners.OnlineLearner`), whose whole prediction is then explained:
+        input scaling, module and output layer (for DeepLift on class probabilities the output
+        layer is taken exactly, :func:`~torchstream.explain._chain.deeplift_through_output`).
+        ``None``: as a runner plug-in, explain ``batch.learner`` the same way. Gradient methods
+        need the model to be differentiable.
     method
         A name of :data:`METHODS` or a captum attribution class whose ``attribute`` takes
         ``baselines``.
@@ -138,6 +162,11 @@ class LocalExplainer:
         Names used in the scalars of :meth:`on_batch` (default ``x0..``).
     seed
         Seed of the generator that seeds captum's sampling.
+    feature_groups
+        ``{feature name: encoded column indices}`` covering the ``d`` columns (e.g.
+        :meth:`~torchstream.schema.Schema.feature_groups`): the attributions are then summed
+        per group (``[B, G]``, named by the group names in :meth:`on_batch`); completeness is
+        kept, the sum over the groups is the sum over the columns.
 
     Examples
     --------
@@ -155,28 +184,28 @@ class LocalExplainer:
 
     def __init__(
         self,
-        model: Any,
+        model: ModelFn | None,
         method: str | type = "integrated_gradients",
-        baseline: Baseline | float | Any = 0.0,
+        baseline: Baseline | float | Sequence[float] | torch.Tensor = 0.0,
         *,
         n_samples: int = 10,
         target: int | str | None = None,
         method_kwargs: Mapping[str, Any] | None = None,
         completeness_tol: float | None = None,
         update_baseline: bool = True,
-        feature_names: Any = None,
+        feature_names: Sequence[str] | None = None,
         seed: int | None = 0,
+        feature_groups: Mapping[str, Sequence[int]] | None = None,
     ) -> None:
-        if not callable(model):
+        if model is not None and not callable(model):
             raise TypeError(f"model must be callable (rows -> outputs), got {type(model).__name__}")
         self.model = model
+        self._fn: Any = None if model is None else _module_of(model)
         self.method_name, spec, cls = _resolve_method(method)
         self.completeness = None if spec is None else spec.completeness
-        if spec is not None and spec.needs_module and not isinstance(model, torch.nn.Module):
-            raise TypeError(
-                f"method {self.method_name!r} needs model to be a torch.nn.Module (it hooks its "
-                f"layers), got {type(model).__name__}"
-            )
+        self._needs_module = spec is not None and spec.needs_module
+        if model is not None:
+            self._check_module(model)
         kwargs = dict(spec.defaults) if spec is not None else {}
         kwargs.update(method_kwargs or {})
         bad = {"inputs", "baselines", "target"} & set(kwargs)
@@ -189,7 +218,9 @@ class LocalExplainer:
                 f"method_kwargs {unknown} are not arguments of {cls.__name__}.attribute"
             )
         self.method_kwargs = kwargs
-        self._captum = cls(model)
+        self._captum_cls = cls
+        #: The captum object of a fixed model (a learner's network is rebuilt per batch).
+        self._captum = cls(model) if model is not None and self._fn is model else None
         if not isinstance(baseline, Baseline):
             baseline = ConstantBaseline(baseline)
         self.baseline = baseline
@@ -210,11 +241,24 @@ class LocalExplainer:
         self.feature_names = feature_names
         self.seed, self.generator = _seeded(seed)
         self.n_explained = 0
+        self.feature_groups = feature_groups
+        self.groups: FeatureGroups | None = None
+        if feature_groups is not None:  # checked now where the width is known by names
+            width = (sum(len(c) for c in feature_groups.values())
+                     if isinstance(feature_groups, Mapping) else 0)
+            check_feature_groups(feature_groups, width)
 
     # ------------------------------------------------------------------ helpers
+    def _check_module(self, model: ModelFn) -> None:
+        if self._needs_module and not isinstance(_module_of(model), torch.nn.Module):
+            raise TypeError(
+                f"method {self.method_name!r} needs model to be a torch.nn.Module (it hooks its "
+                f"layers) or a learner with a network, got {type(model).__name__}"
+            )
+
     def _outputs(self, Z: torch.Tensor) -> torch.Tensor:
         with torch.no_grad():
-            out = self.model(Z)
+            out = self._fn(Z)
         if not isinstance(out, torch.Tensor):
             out = torch.as_tensor(out)
         if out.dim() not in (1, 2) or out.shape[0] != Z.shape[0]:
@@ -254,7 +298,7 @@ class LocalExplainer:
             row = int(bad.reshape(bad.shape[0], -1).any(1).nonzero()[0])
             raise ValueError(f"the model's output for {what} row {row} is not finite")
 
-    def scalar_fn(self, target: int | None = None) -> Any:
+    def scalar_fn(self, target: int | None = None) -> ModelFn:
         """The model restricted to one output column (``[n, d] -> [n]``)."""
 
         def fn(Z: torch.Tensor) -> torch.Tensor:
@@ -271,6 +315,14 @@ class LocalExplainer:
             raise ValueError(f"X must be a tensor [B, d], got {shape}")
         if X.shape[0] == 0:
             raise ValueError("X has no rows")
+        if self.model is None:
+            raise ValueError("LocalExplainer(None, ...) explains batch.learner as a runner "
+                             "plug-in; give a model to call attribute() directly")
+        return self._attribute(X, self.model, target)
+
+    def _attribute(self, X: torch.Tensor, model: ModelFn, target: int | str | None
+                   ) -> LocalAttribution:
+        self._fn = _module_of(model)
         self._check_finite_input(X)
         out = self._outputs(X)
         self._check_finite(out, "input")
@@ -301,7 +353,17 @@ class LocalExplainer:
             for message in _CAPTUM_NOISE:
                 warnings.filterwarnings("ignore", message=message)
             torch.manual_seed(seed)
-            attr = self._captum.attribute(Xe, baselines=Be, target=te, **self.method_kwargs)
+            net = self._fn
+            if (self.method_name == "deeplift" and isinstance(net, LearnerNetwork)
+                    and isinstance(net.output, ClassProbabilities)):
+                # a class probability: DeepLift on the logits, the output layer exactly
+                cast = net.dtype or Xe.dtype
+                attr = deeplift_through_output(torch.nn.Sequential(net.scale, net.body),
+                                               net.output, Xe.to(cast), Be.to(cast), te)
+            else:
+                captum = (self._captum if net is self.model and self._captum is not None
+                          else self._captum_cls(net))
+                attr = captum.attribute(Xe, baselines=Be, target=te, **self.method_kwargs)
         attr = attr.detach().to(X.dtype).reshape(S, B, d).mean(0)
         self._check_finite(attr, "attribution")
         delta = None
@@ -315,7 +377,19 @@ class LocalExplainer:
                         f"> completeness_tol={self.completeness_tol}"
                     )
         self.n_explained += B
-        return LocalAttribution(attr, fx.detach(), fb.detach(), delta, bases, targets)
+        groups = self._groups_for(d)
+        if groups is None:
+            return LocalAttribution(attr, fx.detach(), fb.detach(), delta, bases, targets)
+        return LocalAttribution(groups.sum_columns(attr), fx.detach(), fb.detach(), delta,
+                                bases, targets, column_attributions=attr)
+
+    def _groups_for(self, d: int) -> FeatureGroups | None:
+        """The validated ``feature_groups`` for rows of width ``d`` (None without groups)."""
+        if self.feature_groups is None:
+            return None
+        if self.groups is None or self.groups.column_group.numel() != d:
+            self.groups = check_feature_groups(self.feature_groups, d)
+        return self.groups
 
     def _check_finite_input(self, X: torch.Tensor) -> None:
         bad = ~torch.isfinite(X)
@@ -331,16 +405,18 @@ class LocalExplainer:
         self.baseline.update(X)
 
     # ------------------------------------------------------------------ plug-in
-    def on_batch(self, batch: Any) -> dict[str, float]:
+    def on_batch(self, batch: BatchView) -> dict[str, float]:
         """Runner hook: explain the batch (the learner as it was before learning it), return
         the mean attribution of each feature as ``<name>/<feature>`` and the mean completeness
         gap; then update the baseline with the batch (``update_baseline``)."""
-        from torchstream.explain._base import feature_names_for
-
-        names = feature_names_for(self.feature_names, batch.X.shape[1])
+        groups = self._groups_for(batch.X.shape[1])
+        names = (feature_names_for(self.feature_names, batch.X.shape[1]) if groups is None
+                 else list(groups.names))
         out: dict[str, float] = {}
+        model = self.model if self.model is not None else batch.learner
         if self.baseline.n_seen > 0 or not _needs_data(self.baseline):
-            res = self.attribute(batch.X)
+            self._check_module(model)
+            res = self._attribute(batch.X, model, self.target)
             for j, v in enumerate(res.attributions.mean(0).tolist()):
                 out[f"{self.name}/{names[j]}"] = v
             if res.delta is not None:
@@ -350,7 +426,7 @@ class LocalExplainer:
         return out
 
     # ------------------------------------------------------------------ state
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> dict[str, object]:
         return {
             "method": self.method_name,
             "baseline": self.baseline.state_dict(),
@@ -376,6 +452,13 @@ class LocalExplainer:
         )
 
 
+def _module_of(model: ModelFn) -> ModelFn:
+    """What the attributions explain: a learner's whole prediction (its ``network``: input
+    scaling, module, output layer) when it has one, else the model itself."""
+    network = getattr(model, "network", None)
+    return network if isinstance(network, torch.nn.Module) else model
+
+
 def _needs_data(baseline: Baseline) -> bool:
     """Whether the baseline can only answer after an update."""
     return not isinstance(baseline, ConstantBaseline) and type(baseline).__name__ != (
@@ -383,9 +466,7 @@ def _needs_data(baseline: Baseline) -> bool:
     )
 
 
-def _resolve_method(method: str | type) -> tuple[str, _Method | None, type]:
-    import captum.attr as ca
-
+def _resolve_method(method: str | type) -> tuple[str, _Method | None, type[_Attribution]]:
     if isinstance(method, str):
         spec = METHODS.get(method)
         if spec is None:
@@ -401,4 +482,4 @@ def _resolve_method(method: str | type) -> tuple[str, _Method | None, type]:
             f"(choose one of {sorted(METHODS)})"
         )
     name = _BY_CLASS.get(method.__name__, method.__name__)
-    return name, METHODS.get(name), method
+    return name, METHODS.get(name), cast("type[_Attribution]", method)

@@ -204,7 +204,7 @@ class ExponentialSmoother:
         self.raw, self.sq_dev = self.raw.to(device), self.sq_dev.to(device)
         return self
 
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> dict[str, object]:
         return {
             "raw": self.raw.clone(),
             "sq_dev": self.sq_dev.clone(),

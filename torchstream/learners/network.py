@@ -82,6 +82,15 @@ class LearnerNetwork(nn.Sequential):
     module docstring). Built by ``learner.network``; it shares the learner's parameters and
     scaling statistics, so it follows the learner as it learns."""
 
-    def __init__(self, scale: Standardize, body: nn.Module, output: nn.Module) -> None:
+    def __init__(self, scale: Standardize, body: nn.Module, output: nn.Module,
+                 dtype: torch.dtype | None = None) -> None:
         super().__init__()
         self.scale, self.body, self.output = scale, body, output
+        self.dtype = dtype
+
+    def forward(self, X: torch.Tensor) -> torch.Tensor:
+        """The learner's prediction for ``X`` (cast to the learner's dtype, as ``learner(X)``
+        does; the cast is differentiable)."""
+        if self.dtype is not None and X.dtype != self.dtype:
+            X = X.to(self.dtype)
+        return self.output(self.body(self.scale(X)))

@@ -6,6 +6,7 @@ import copy
 import inspect
 import math
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any, Literal
 
 import torch
@@ -37,6 +38,7 @@ from torchstream.learners.training import (
     widened_state,
 )
 from torchstream.models.mlp import MLP
+from torchstream.models.specs import ModelSpec, load_spec
 from torchstream.schema import Schema, match_key
 
 __all__ = [
@@ -90,7 +92,7 @@ class _SpecFactory:
     """The module factory of :meth:`OnlineLearner.from_spec` (a class, so learners pickle).
     A ``probit`` spec on a binary classification task gets one output unit."""
 
-    def __init__(self, spec: Any, task: Task) -> None:
+    def __init__(self, spec: ModelSpec, task: Task) -> None:
         self.spec = spec
         self.task = task
 
@@ -107,7 +109,7 @@ class _InitSignature:
     def __get__(self, obj: object, cls: type) -> inspect.Signature:
         if obj is not None:
             raise AttributeError("__signature__")
-        sig = inspect.signature(cls.__init__)
+        sig = inspect.signature(cls.__init__)  # type: ignore[misc]
         return sig.replace(parameters=list(sig.parameters.values())[1:])
 
 
@@ -199,7 +201,7 @@ class OnlineLearner(RiverAPI, DivergenceGuard, river_base.Estimator):
     _multiclass = True
     __signature__ = _InitSignature()
 
-    def __new__(cls, *args: Any, **kwargs: Any) -> OnlineLearner:
+    def __new__(cls, *args: object, **kwargs: object) -> OnlineLearner:
         target = cls
         if cls is OnlineLearner:
             task = kwargs.get("task", "classification")
@@ -314,7 +316,11 @@ class OnlineLearner(RiverAPI, DivergenceGuard, river_base.Estimator):
 
     @classmethod
     def from_spec(
-        cls, spec: Any, *, task: Task = "classification", **overrides: Any
+        cls,
+        spec: ModelSpec | str | Path,
+        *,
+        task: Task = "classification",
+        **overrides: Any,  # OnlineLearner's keywords, each with its own type
     ) -> OnlineLearner:
         """A learner from a model spec (a :class:`~torchstream.models.ModelSpec`, a spec name
         such as ``"mlp"`` or a TOML path): the ``[model]`` table builds the module, the
@@ -322,8 +328,6 @@ class OnlineLearner(RiverAPI, DivergenceGuard, river_base.Estimator):
 
         A ``probit`` spec on a binary task gets one output unit (a true probit classifier).
         """
-        from torchstream.models.specs import ModelSpec, load_spec
-
         if not isinstance(spec, ModelSpec):
             spec = load_spec(spec)
         opts = dict(spec.learner)
@@ -336,7 +340,7 @@ class OnlineLearner(RiverAPI, DivergenceGuard, river_base.Estimator):
         return cls(_SpecFactory(spec, task), **kwargs)
 
     # ------------------------------------------------------------------ river estimator
-    def _get_params(self) -> dict[str, Any]:
+    def _get_params(self) -> dict[str, object]:
         """The constructor's arguments, as given."""
         return dict(self._init_params)
 
@@ -353,7 +357,7 @@ class OnlineLearner(RiverAPI, DivergenceGuard, river_base.Estimator):
         known (declared, or inferred from the first dict row)."""
         return None if self.schema is None else list(self.schema.columns)
 
-    def __getstate__(self) -> dict[str, Any]:
+    def __getstate__(self) -> dict[str, object]:
         """Pickle / deepcopy state, without the per-step caches (an autograd graph, gradient
         buffers that a copy would no longer share with its parameters)."""
         state = self.__dict__.copy()
@@ -415,9 +419,11 @@ class OnlineLearner(RiverAPI, DivergenceGuard, river_base.Estimator):
     def _widen(self, *, keep_optimizer_state: bool) -> None:
         """Grow the module (and the divergence reference copy, the input scaler) to
         ``n_features`` inputs, when it is narrower; a new optimiser follows the new weight."""
-        if self.module is None or input_layer(self.module).in_features >= self.n_features:
+        if self.module is None:
             return
         assert self.n_features is not None
+        if input_layer(self.module).in_features >= self.n_features:
+            return
         self._last_forward = self._last_encoded = None
         old_opt = self.optimizer
         old_w, new_w = grow_input_layer(self.module, self.n_features)
@@ -523,7 +529,8 @@ class OnlineLearner(RiverAPI, DivergenceGuard, river_base.Estimator):
                                             device=self.device))
         assert self.module is not None
         self._set_mode(False)
-        return LearnerNetwork(Standardize(self.input_scaler), self.module, self._output_module())
+        return LearnerNetwork(Standardize(self.input_scaler), self.module, self._output_module(),
+                              self.dtype)
 
     def _output_module(self) -> torch.nn.Module:  # pragma: no cover - per task
         raise NotImplementedError
@@ -615,11 +622,11 @@ class OnlineLearner(RiverAPI, DivergenceGuard, river_base.Estimator):
                 if s is not None:
                     s.to(self.device)
             self._make_optimizer()
-            self.optimizer.load_state_dict(state["optimizer"])  # type: ignore[union-attr]
+            self.optimizer.load_state_dict(state["optimizer"])  # type: ignore[union-attr, arg-type]
             self._training_mode = None
         return self
 
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> dict[str, object]:
         """Everything needed to resume exactly: module, optimiser, scalers, classes, counters."""
         return {
             "module": None if self.module is None else self.module.state_dict(),

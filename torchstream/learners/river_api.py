@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
+import pandas as pd
 import torch
 
 from torchstream.schema import Schema
@@ -26,6 +27,11 @@ class RiverAPI:
     core (``_step``, ``_infer``, ``_targets_from_labels``, ``_labels_from_tensor``)."""
 
     feature_incremental: bool
+    schema: Schema | None
+    n_features: int | None
+    n_samples_seen: int
+    _last_forward: tuple[torch.Tensor, int, torch.Tensor] | None
+    _last_encoded: tuple[list[Any], torch.Tensor] | None
 
     def _infer_schema(self, x: Mapping[Hashable, Any]) -> Schema:
         for k, v in x.items():
@@ -135,7 +141,9 @@ class RiverAPI:
         y_t = self._targets_from_labels([y], self.n_samples_seen)
         self._last_loss = self._step(X, y_t, self._reuse_forward(X))
 
-    def learn_many(self, X: Any, y: Any) -> None:
+    def learn_many(
+        self, X: pd.DataFrame | Sequence[Mapping[Hashable, Any]], y: pd.Series | Sequence[Hashable]
+    ) -> None:
         Xt = self._encode_many(X, learning=True)
         labels = y.tolist() if hasattr(y, "tolist") else list(y)
         if len(labels) != Xt.shape[0]:
@@ -167,9 +175,7 @@ class RiverAPI:
             return None
         return last[2]
 
-    def predict_many(self, X: Any) -> Any:
-        import pandas as pd
-
+    def predict_many(self, X: pd.DataFrame | Sequence[Mapping[Hashable, Any]]) -> pd.Series:
         index = getattr(X, "index", None)
         return pd.Series(self._labels_from_tensor(self._infer(self._encode_many(X))), index=index)
 

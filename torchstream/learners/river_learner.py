@@ -7,11 +7,13 @@ from collections.abc import Mapping
 from typing import Any
 
 import torch
+from river import base as river_base
 
 from torchstream.base import LearnerBase
 from torchstream.checkpoint import restore_object
 from torchstream.learners.adapters import RiverModelFn
 from torchstream.schema import Schema
+from torchstream.streams.base import Stream
 
 __all__ = ["RiverLearner"]
 
@@ -24,6 +26,12 @@ class RiverLearner(LearnerBase):
     *indices* (``0..k-1``, the labels the runner passes) and its probabilities come back in that
     column order. Rows are learned one by one (river's ``learn_one``), in order.
 
+    Evaluated by the runner at ``batch_size=1`` it makes river's own test-then-train
+    predictions (``river.evaluate.progressive_val_score``), row for row. One difference in the
+    counting: on the first row the model is empty; river skips that row (no prediction) while
+    the runner counts it (uniform probabilities, class 0), so ``accuracy * n`` of the runner
+    equals ``accuracy * (n - 1)`` of river.
+
     Parameters
     ----------
     model
@@ -32,6 +40,10 @@ class RiverLearner(LearnerBase):
         The stream's schema (``stream.schema``).
     n_classes
         Width of the probability output of a classifier (default 2).
+    dtype
+        The dtype of the batches the runner makes for the model (``learner.dtype``): float64
+        by default, so river sees the stream's values exactly as a river loop would (float32
+        rounding changes the splits of a tree and the alarms of a detector).
 
     >>> from river import tree
     >>> from torchstream.streams import SEA
@@ -45,21 +57,22 @@ class RiverLearner(LearnerBase):
     (None, True)
     """
 
-    def __init__(self, model: Any, schema: Schema, *, n_classes: int = 2) -> None:
-        from river import base
-
+    def __init__(self, model: Any, schema: Schema, *, n_classes: int = 2,
+                 dtype: torch.dtype = torch.float64) -> None:
         if not hasattr(model, "learn_one"):
             raise TypeError(f"{type(model).__name__} is not a river estimator (no learn_one)")
         self.model = model
         self.schema = schema
-        self.task = "classification" if isinstance(model, base.Classifier) else "regression"
+        classifier = isinstance(model, river_base.Classifier)
+        self.task = "classification" if classifier else "regression"
         if self.task == "classification" and (not isinstance(n_classes, int) or n_classes < 2):
             raise ValueError(f"n_classes must be an integer >= 2, got {n_classes!r}")
         self.n_classes = n_classes
+        self.dtype = dtype
         self._fn = self._model_fn()
 
     @classmethod
-    def for_stream(cls, model: Any, stream: Any) -> RiverLearner:
+    def for_stream(cls, model: Any, stream: Stream) -> RiverLearner:
         """A learner for ``stream``: its schema and (for a classifier) its number of classes."""
         classes = getattr(stream, "classes", None)
         return cls(model, stream.schema, n_classes=max(2, len(classes or ())))
@@ -94,7 +107,7 @@ class RiverLearner(LearnerBase):
         for row, label in zip(rows, labels):
             self.model.learn_one(row, label)
 
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> dict[str, object]:
         """The river model itself (a copy): checkpoint files store it as a pickled part, loaded
         only from a trusted file (:mod:`torchstream.checkpoint`)."""
         return {"model": copy.deepcopy(self.model), "n_classes": self.n_classes}

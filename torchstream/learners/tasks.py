@@ -8,6 +8,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import torch
 from river import base as river_base
 
@@ -245,9 +246,9 @@ class OnlineClassifier(OnlineLearner, river_base.MiniBatchClassifier):
         p = _normalised(self._infer_one(self._encode_one(x))[:, : len(self.classes_)])
         return dict(zip(self.classes_, p[0].tolist()))
 
-    def predict_proba_many(self, X: Any) -> Any:
-        import pandas as pd
-
+    def predict_proba_many(
+        self, X: pd.DataFrame | Sequence[Mapping[Hashable, Any]]
+    ) -> pd.DataFrame:
         p = _normalised(self._infer(self._encode_many(X))[:, : len(self.classes_)]).cpu().numpy()
         return pd.DataFrame(p, columns=list(self.classes_), index=getattr(X, "index", None))
 

@@ -8,6 +8,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.optim import optimizer as torch_optimizer
 
 __all__ = [
     "OPTIMIZERS",
@@ -78,8 +79,6 @@ def optimizer_step(opt: torch.optim.Optimizer) -> None:
     """``opt.step()``, without the profiler / hook wrapper torch puts around every optimiser's
     ``step`` when no step hook is registered (the wrapper costs about as much as a fused Adam
     step on a small network). With any hook registered, the plain ``opt.step()`` runs."""
-    from torch.optim import optimizer as _opt
-
     step = type(opt).step
     raw = getattr(step, "__wrapped__", None)
     if (
@@ -87,8 +86,8 @@ def optimizer_step(opt: torch.optim.Optimizer) -> None:
         or not getattr(step, "hooked", False)
         or opt._optimizer_step_pre_hooks
         or opt._optimizer_step_post_hooks
-        or getattr(_opt, "_global_optimizer_pre_hooks", None)
-        or getattr(_opt, "_global_optimizer_post_hooks", None)
+        or getattr(torch_optimizer, "_global_optimizer_pre_hooks", None)
+        or getattr(torch_optimizer, "_global_optimizer_post_hooks", None)
     ):
         opt.step()
         return
@@ -250,7 +249,7 @@ def grow_input_layer(module: nn.Module, n_features: int) -> tuple[nn.Parameter, 
 
 def widened_state(
     state: Mapping[str, Any], old: torch.Tensor, new: torch.Tensor, group: Mapping[str, Any]
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """An optimiser's per-parameter state for ``new``, a copy of ``old`` widened by zero input
     columns (:func:`grow_input_layer`): every state tensor shaped like ``old`` gets the new
     columns' state as it would be had their gradient been zero at every earlier step (the

@@ -13,13 +13,13 @@ Model: river's Hoeffding tree with adaptive naive-Bayes leaves (the paper: sciki
 its default configuration), tested and then trained on each batch of ``--batch`` rows; or
 (``--model logistic``) an online logistic regression (SGD, one step per batch). CDLEEDS monitors
 the predicted probability of class 1 minus the model's output at the EWMA of the inputs
-(beta = 0.001), with the paper's hyperparameters (gamma 0.95, alpha 0.01, windows of 200,
+(beta = 0.001), with the paper's hyperparameters (gamma 0.95, significance 0.01, windows of 200,
 max_age 100, max_depth 5). Two CDLEEDS read the same model outputs:
 
 * ``CDLEEDS`` — the published rule: a global alert whenever Fisher's combination of the current
-  leaves' p-values is below alpha (N + 1) / (2N);
+  leaves' p-values is below significance (N + 1) / (2N);
 * ``CDLEEDS restart`` — the same, but after each alert the leaf tests restart on the rows that
-  arrive after it (``reset_after_drift=True``, float's pipeline option for change detectors).
+  arrive after it (``reset_on_drift=True``, float's pipeline option for change detectors).
 
 Why the published rule alerts at almost every update under a learning model (measured on SEA
 with the Hoeffding tree, batches of 10): inside a neighbourhood of depth 5 the model's output is
@@ -27,7 +27,7 @@ nearly flat (within-window sd 0.003-0.01 in probability), and the model's update
 few thousandths; a window of 200 rows spans about 5,000 stream rows, so its older and newer
 halves differ by such an amount, which the t-test — whose scale is the within-window sd — finds
 highly significant (p far below 1e-10). At any time 10-65 % of the 25-30 leaves reject, and
-Fisher's method turns a single leaf at p = 1e-10 into a combined p of about 1e-4 << alpha_corr.
+Fisher's method turns a single leaf at p = 1e-10 into a combined p of about 1e-4 << the level.
 The baseline output f_t(b_t) is shared by all leaves, so it moves every leaf's mean together
 and the leaf tests are not independent as Fisher's method assumes: on a stationary SEA stream
 with the model *frozen* after 5,000 rows, the global test alarms at 0.4-0.6 % of the updates
@@ -218,7 +218,7 @@ def run(
     f = MODELS[model](d)
     cds = {
         "CDLEEDS": CDLEEDS(routing=routing),
-        "CDLEEDS restart": CDLEEDS(routing=routing, reset_after_drift=True),
+        "CDLEEDS restart": CDLEEDS(routing=routing, reset_on_drift=True),
     }
     base = EWMABaseline(0.001)
     alerts: dict[str, list[int]] = {name: [] for name in cds}

@@ -90,7 +90,7 @@ def elec2_detections(quick: bool) -> list[int]:
     columns = list(stream.schema.columns)
     feature = columns.index("vicprice")
     explainer = IncrementalPDP(None, feature, grid_size=10, alpha=0.001, grid="quantile",
-                               output_index=1, feature_name="vicprice", seed=0)
+                               output_index=1, feature_names=columns, seed=0)
     detector = PDPDriftDetector(explainer)
     if quick:
         learner = OnlineLearner(lambda d, k: MLP(d, k, hidden=(32,)), lr=5e-3, seed=0,
@@ -220,9 +220,11 @@ def _test_then_train(learner: Any, X: torch.Tensor, y: torch.Tensor, features: d
     ``"trace"``: ``[(row, {name: (grid, pd)})]`` every ``every`` rows; ``"correct"``: the 0/1
     correctness of each prediction.
     """
+    names = {j: name for name, j in features.items()}
+    columns = [names.get(j, f"column {j}") for j in range(X.shape[1])]
     explainers = {name: IncrementalPDP(learner, j, grid_size=GRID_SIZE, alpha=ALPHA,
                                        grid="rolling", window=WINDOW, output_index=1,
-                                       feature_name=name, n_ice=1, history_size=0)
+                                       feature_names=columns, n_ice=1, history_size=0)
                   for name, j in features.items()}
     keep = (1 - ALPHA) ** ref_every  # weight of the reference before a block
     sums = {m: {n: [np.zeros(GRID_SIZE), 0.0] for n in features} for m in marks}

@@ -30,6 +30,7 @@ from typing import Any
 import torch
 
 from torchstream.base import FeatureSelectorBase
+from torchstream.models.distributional import ParameterDistribution
 
 __all__ = ["FIRES", "fires_weights", "minmax_scale"]
 
@@ -138,7 +139,7 @@ class FIRES(FeatureSelectorBase):
 
     def __init__(
         self,
-        head: Any = None,
+        head: ParameterDistribution | None = None,
         *,
         n_selected: int,
         lambda_s: float = 0.01,
@@ -230,9 +231,7 @@ class FIRES(FeatureSelectorBase):
         return mu, sigma
 
     # ------------------------------------------------------------------ updates
-    def learn(  # type: ignore[override]
-        self, X: torch.Tensor, y: torch.Tensor | None = None
-    ) -> None:
+    def learn(self, X: torch.Tensor, y: torch.Tensor | None = None) -> None:
         """One step: the head learns from ``(X, y)``, then :meth:`update` from its
         ``feature_stats()``."""
         if self.head is None:
@@ -248,7 +247,9 @@ class FIRES(FeatureSelectorBase):
         self.raw_weights = omega
         order = torch.sort(omega, descending=True, stable=True).indices
         self.selected = order[: self.n_selected].clone()
-        self._history.append((self.n_updates, self.weights.cpu().clone(), self.selected.cpu()))
+        weights = self.weights
+        assert weights is not None  # raw_weights was set above
+        self._history.append((self.n_updates, weights.cpu().clone(), self.selected.cpu()))
         self.n_updates += 1
 
     # ------------------------------------------------------------------ views
@@ -281,7 +282,7 @@ class FIRES(FeatureSelectorBase):
         return dict(zip(self.feature_names, w.tolist()))
 
     @property
-    def history(self) -> dict[str, Any]:
+    def history(self) -> dict[str, object]:
         """The kept steps: ``{"steps": [t], "weights": [n, d], "selected": [n, k],
         "feature_names": [...], "n_features": d}`` (weights as reported, on the CPU)."""
         d = self.n_features or 0
@@ -300,7 +301,7 @@ class FIRES(FeatureSelectorBase):
         }
 
     # ------------------------------------------------------------------ state
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> dict[str, object]:
         """Weights, selection, history and the head's state: resume is exact."""
         return {
             "n_features": self.n_features,

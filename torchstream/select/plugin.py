@@ -16,17 +16,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from torchstream.base import FeatureSelectorBase, PluginBase
-from torchstream.drift.erics import _to_head
+from torchstream.models.distributional._placement import to_head
 from torchstream.select.fires import FIRES
 from torchstream.select.stability import StabilityTracker
-
-if TYPE_CHECKING:
-    from matplotlib.figure import Figure
+from torchstream.typing import BatchView
 
 __all__ = ["FIRESSelector"]
 
@@ -42,7 +40,9 @@ class FIRESSelector(FeatureSelectorBase, PluginBase):
       stability of the last ``stability_window`` selections); returns :meth:`scalars`,
       ``{"fires/<feature>": weight, ..., "fires/stability": FSS}`` (FSS is ``nan`` until the
       window is full).
-    * ``figures()``: weights over time and the selection heat map.
+
+    Its figures (weights over time, the selection heat map) are drawn from :attr:`fires`'s
+    ``history`` by :func:`torchstream.viz.figures.plugin_figures`.
 
     Parameters
     ----------
@@ -138,9 +138,9 @@ class FIRESSelector(FeatureSelectorBase, PluginBase):
         self._raw = (int(step), X)
         return self.mask_features(X)
 
-    def learn(self, X: torch.Tensor, y: torch.Tensor | None) -> None:  # type: ignore[override]
+    def learn(self, X: torch.Tensor, y: torch.Tensor | None) -> None:
         """FIRES learns from the raw batch; then the stability update (:meth:`scalars`)."""
-        self.fires.learn(*_to_head(self.fires.head, X, y))
+        self.fires.learn(*to_head(self.fires.head, X, y))
         assert self.fires.mask is not None
         self.last_stability = self.stability.update(self.fires.mask.cpu())
 
@@ -154,7 +154,7 @@ class FIRESSelector(FeatureSelectorBase, PluginBase):
         out["fires/stability"] = self.last_stability
         return out
 
-    def on_batch(self, batch: Any) -> Mapping[str, float]:
+    def on_batch(self, batch: BatchView) -> Mapping[str, float]:
         """Runner hook: learn from the raw X kept by :meth:`transform` for this step (or from
         ``batch.X`` if ``transform`` was not called for it, e.g. in a user's own loop)."""
         if self._raw is not None and self._raw[0] == int(batch.step):
@@ -165,22 +165,7 @@ class FIRESSelector(FeatureSelectorBase, PluginBase):
         self.learn(X, batch.y)
         return self.scalars()
 
-    def figures(self) -> dict[str, Figure]:
-        """``{"fires/weights": ..., "fires/selection": ...}`` (standalone Agg figures)."""
-        from torchstream.sinks.selection_plots import (
-            plot_fires_weights,
-            plot_selection_heatmap,
-        )
-
-        if self.fires.n_updates == 0:
-            return {}
-        history = self.fires.history
-        return {
-            "fires/weights": plot_fires_weights(history),
-            "fires/selection": plot_selection_heatmap(history),
-        }
-
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> dict[str, object]:
         return {"fires": self.fires.state_dict(), "stability": self.stability.state_dict(),
                 "last_stability": self.last_stability}
 

@@ -160,7 +160,7 @@ class StabilityTracker:
             self.value = _stability(self._counts.to(torch.float64), self.window, self.n_features)
         return self.value
 
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> dict[str, object]:
         return {
             "n_features": self.n_features,
             "window": self.window,

@@ -14,6 +14,10 @@ Tags are slash-separated and grouped into charts:
   explainer's per-feature series (``"ipfi/age"``, ``"ipfi/salary"``) share one chart;
 * a one-part tag ``"name"`` is the chart ``name`` in category ``"misc"``.
 
+A sink that writes several TensorBoard runs names their directories with
+:func:`escape_run_name` (reversed by :func:`unescape_run_name`), so that any feature or predictor
+name is one directory level.
+
 >>> chart_of("metrics/accuracy/window"), chart_of("ipfi/age"), chart_of("lr")
 (('metrics', 'accuracy'), ('ipfi', 'ipfi'), ('misc', 'lr'))
 >>> group_tags(["metrics/accuracy/cumulative", "metrics/accuracy/window", "lr"])
@@ -24,10 +28,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Any
+from urllib.parse import quote, unquote
 
 from torchstream.base import Sink, SinkBase
 
-__all__ = ["MISC", "Sink", "SinkBase", "as_scalar", "chart_of", "group_tags"]
+__all__ = ["MISC", "Sink", "SinkBase", "as_scalar", "chart_of", "escape_run_name", "group_tags",
+           "unescape_run_name"]
 
 MISC = "misc"
 
@@ -40,6 +46,31 @@ def chart_of(tag: str) -> tuple[str, str]:
     if len(parts) == 2:
         return parts[0], parts[0]
     return parts[0], parts[1]
+
+
+#: Characters kept as they are in a run directory's name; every other one is percent-encoded.
+_SAFE = "-_.+=,@ ()[]"
+
+
+def escape_run_name(name: str) -> str:
+    """``name`` as one directory level: ``/``, ``%``, ``\\``, control and other odd characters
+    are percent-encoded (UTF-8), as is a leading ``.`` (so ``.`` and ``..`` stay names);
+    :func:`unescape_run_name` reverses it. ``ValueError`` for an empty name.
+
+    >>> escape_run_name("elevel"), escape_run_name("price/m²"), escape_run_name("..")
+    ('elevel', 'price%2Fm%C2%B2', '%2E.')
+    >>> unescape_run_name(escape_run_name("price/m²"))
+    'price/m²'
+    """
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"a run needs a non-empty name, got {name!r}")
+    escaped = quote(name, safe=_SAFE)
+    return "%2E" + escaped[1:] if escaped.startswith(".") else escaped
+
+
+def unescape_run_name(escaped: str) -> str:
+    """The name :func:`escape_run_name` encoded as ``escaped``."""
+    return unquote(escaped, errors="strict")
 
 
 def group_tags(tags: Iterable[str]) -> dict[str, dict[str, list[str]]]:

@@ -10,12 +10,14 @@ from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
 import torch
 
 from torchstream.sinks.base import as_scalar, group_tags
 
 if TYPE_CHECKING:
-    import pandas as pd
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
@@ -120,8 +122,6 @@ class History:
         Steps where a tag was not logged hold NaN; if a tag was logged twice at one step, the
         later value wins.
         """
-        import pandas as pd
-
         columns = {}
         for tag, ring in self._series.items():
             column = pd.Series(ring.ordered(1), index=ring.ordered(0), dtype=float)
@@ -151,7 +151,6 @@ class History:
             if selected:
                 ax.legend()
             return ax
-        import matplotlib.pyplot as plt
 
         groups = _charts(selected)
         fig = plt.figure(figsize=_figsize(len(groups)))
@@ -281,8 +280,6 @@ def _figsize(n_charts: int) -> tuple[float, float]:
 
 
 def _array(axes: list[Axes]) -> Any:
-    import numpy as np
-
     out = np.empty(len(axes), dtype=object)
     out[:] = axes
     return out

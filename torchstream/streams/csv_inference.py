@@ -91,7 +91,7 @@ class CSVInference:
         lines.append(f"missing values: {self.imputation}")
         return "\n".join(lines)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """The decisions as plain data (JSON-able)."""
         out = asdict(self)
         out["missing_tokens"] = list(self.missing_tokens)

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
 
 import torch
 
@@ -198,7 +197,7 @@ class CandidateStore:
         )
 
     # ------------------------------------------------------------------ state
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> dict[str, object]:
         return {k: getattr(self, k).clone() for k in _FIELDS}
 
     @classmethod

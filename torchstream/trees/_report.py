@@ -1,6 +1,6 @@
 """What a Dynamic Model Tree says about itself: structure as text and dict, node weights as
 feature importance per subgroup, decision paths, complexity by the paper's counting rules
-(§VI-D2: :func:`~torchstream.evaluate.measures.tree_complexity` with linear leaves) and the
+(§VI-D2: :func:`~torchstream.trees.complexity.tree_complexity` with linear leaves) and the
 scalars sent to the TensorBoard sink. Also :func:`replay_events`, which rebuilds the structure
 from the event log alone."""
 
@@ -11,6 +11,8 @@ from collections.abc import Hashable, Iterable, Mapping
 from typing import Any
 
 import torch
+
+from torchstream.trees.complexity import tree_complexity
 
 __all__ = ["TreeReport", "replay_events"]
 
@@ -74,13 +76,13 @@ class TreeReport:
         return rules, self.uid[target]  # type: ignore[attr-defined]
 
     # ------------------------------------------------------------------ structure
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """The tree as nested dicts: id, rows seen, weights, split rule and children."""
         if not self.n_nodes:  # type: ignore[attr-defined]
             return {}
         weights = self.node_weights()
 
-        def node(a: int) -> dict[str, Any]:
+        def node(a: int) -> dict[str, object]:
             uid = self.uid[a]  # type: ignore[attr-defined]
             d: dict[str, Any] = {
                 "id": uid,
@@ -152,8 +154,6 @@ class TreeReport:
     def complexity(self) -> dict[str, int]:
         """Splits and parameters by the paper's rules (linear-model leaves), plus nodes, leaves
         and depth."""
-        from torchstream.evaluate.measures import tree_complexity
-
         leaves = self.n_leaves
         inner = self.n_nodes - leaves  # type: ignore[attr-defined]
         out = {"nodes": self.n_nodes, "leaves": leaves, "depth": self.max_depth}  # type: ignore[attr-defined]
@@ -165,6 +165,15 @@ class TreeReport:
             )
         )  # type: ignore[attr-defined]
         return out
+
+    #: The plug-in name: the tree's scalars are logged as ``dmt/<name>``.
+    name = "dmt"
+
+    def on_batch(self, batch: object) -> dict[str, float]:
+        """Runner hook (pass the tree in ``plugins`` too): its node count, depth and number of
+        splits (the paper's count, Table III) for the sinks, as ``dmt/<name>``."""
+        s = self.scalars()
+        return {f"dmt/{k}": s[k] for k in ("n_nodes", "depth", "n_splits")}
 
     def scalars(self) -> dict[str, float]:
         """Size, depth, complexity and event counts for a scalar sink (TensorBoard)."""

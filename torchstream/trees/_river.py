@@ -12,6 +12,7 @@ import math
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
+import pandas as pd
 import torch
 
 from torchstream.schema import match_key
@@ -169,8 +170,6 @@ class RiverRows:
         self.learn(Xt, self._label_codes(labels))  # type: ignore[attr-defined]
 
     def predict_proba_many(self, X: Any) -> Any:
-        import pandas as pd
-
         rows = self._frame_rows(X)
         p = self._proba_rows(rows)
         index = getattr(X, "index", None)
@@ -179,8 +178,6 @@ class RiverRows:
         return pd.DataFrame(p.cpu().numpy(), columns=list(self.classes_), index=index)
 
     def predict_many(self, X: Any) -> Any:
-        import pandas as pd
-
         rows = self._frame_rows(X)
         p = self._proba_rows(rows)
         index = getattr(X, "index", None)

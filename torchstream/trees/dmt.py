@@ -83,6 +83,7 @@ import torch
 from river import base as river_base
 
 from torchstream.devices import as_device
+from torchstream.schema import match_key
 from torchstream.trees._candidates import CandidateStore
 from torchstream.trees._gains import (
     Thresholds,
@@ -324,7 +325,7 @@ class DynamicModelTree(TreeReport, RiverRows, river_base.Classifier):
     def _unit_test_skips(self) -> set[str]:
         return set() if self.feature_incremental else set(RIVER_CHECK_SKIPS)
 
-    def _get_params(self) -> dict[str, Any]:
+    def _get_params(self) -> dict[str, object]:
         """The constructor's arguments, as given (``clone()`` builds an untrained tree from
         them; ``copy.deepcopy`` and ``pickle`` keep the trained state)."""
         return dict(self._init_params)
@@ -498,8 +499,6 @@ class DynamicModelTree(TreeReport, RiverRows, river_base.Classifier):
             self._add_class(c)
 
     def _add_class(self, label: Hashable) -> int:
-        from torchstream.schema import match_key
-
         if self.n_classes is not None and len(self.classes_) >= self.n_classes:
             raise ValueError(
                 f"label {label!r} would be class number {len(self.classes_) + 1}, "
@@ -765,7 +764,7 @@ class DynamicModelTree(TreeReport, RiverRows, river_base.Classifier):
         self._routing = None
 
     # ------------------------------------------------------------------ state
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> dict[str, object]:
         """Everything needed to resume exactly (tensors cloned)."""
         return {
             "config": self._get_params(),
@@ -786,8 +785,6 @@ class DynamicModelTree(TreeReport, RiverRows, river_base.Classifier):
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        from torchstream.schema import match_key
-
         config = dict(state["config"])
         config.pop("device", None)
         config.pop("dtype", None)

@@ -1,8 +1,8 @@
-"""A prequential-runner plug-in that logs the size of a Dynamic Model Tree."""
+"""Deprecated: the tree is its own plug-in (``plugins=[tree]``)."""
 
 from __future__ import annotations
 
-from typing import Any
+import warnings
 
 from torchstream.base import PluginBase
 
@@ -10,24 +10,27 @@ __all__ = ["DMTMonitor"]
 
 
 class DMTMonitor(PluginBase):
-    """Plug-in whose ``on_batch`` returns the tree's node count, depth and number of splits
-    (the paper's count, Table III), so that the runner sends them to its sinks (TensorBoard).
+    """Deprecated: pass the :class:`~torchstream.trees.DynamicModelTree` itself in ``plugins``
+    (its ``on_batch`` returns the same ``dmt/n_nodes``, ``dmt/depth``, ``dmt/n_splits``).
 
-    >>> import torch
+    >>> import torch, warnings
     >>> from torchstream.trees import DynamicModelTree
     >>> tree = DynamicModelTree(n_classes=2)
     >>> tree.learn(torch.rand(10, 3), torch.arange(10) % 2)
-    >>> DMTMonitor(tree).on_batch(None)
-    {'dmt/n_nodes': 1.0, 'dmt/depth': 0.0, 'dmt/n_splits': 1.0}
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore")
+    ...     DMTMonitor(tree).on_batch(None) == tree.on_batch(None)
+    True
     """
 
     name = "dmt"
 
-    def __init__(self, tree: Any) -> None:
-        if not hasattr(tree, "scalars"):
+    def __init__(self, tree: object) -> None:
+        warnings.warn("DMTMonitor is deprecated: pass the tree itself in plugins=[tree]",
+                      DeprecationWarning, stacklevel=2)
+        if not callable(getattr(tree, "on_batch", None)):
             raise TypeError(f"tree must be a DynamicModelTree, got {type(tree).__name__}")
         self.tree = tree
 
-    def on_batch(self, batch: Any) -> dict[str, float]:
-        s = self.tree.scalars()
-        return {"dmt/n_nodes": s["n_nodes"], "dmt/depth": s["depth"], "dmt/n_splits": s["n_splits"]}
+    def on_batch(self, batch: object) -> dict[str, float]:
+        return self.tree.on_batch(batch)  # type: ignore[attr-defined]

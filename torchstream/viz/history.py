@@ -47,7 +47,8 @@ def plot_importance(
 ) -> Figure:
     """Feature importance over time (every tag ``"<prefix>/<feature>"``), with the model's
     ``metric`` in a panel above it; known drifts (stream rows) as dashed and detected drifts as
-    dotted vertical lines. The x axis is the stream row (``step * batch_size``)."""
+    dotted vertical lines. The x axis is the stream row, ``step * batch_size``: the runner logs
+    at the rows seen, so ``batch_size=1`` for its histories."""
     tags = [t for t in history.tags if t.startswith(prefix + "/")]
     if not tags:
         raise ValueError(f"history has no series '{prefix}/<feature>'; tags: {history.tags}")

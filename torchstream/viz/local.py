@@ -48,7 +48,7 @@ def plot_neighbourhoods(
         if node.children is not None:
             ax.scatter([c[a]], [c[b]], s=12, color="grey", marker="s", zorder=2)
             continue
-        flagged = bool((torch.as_tensor(node.p) <= detector.alpha).any())
+        flagged = bool((torch.as_tensor(node.p) <= detector.significance).any())
         colour = cmap(node.id % 20)
         if show_windows and node.size:
             W = node.W.detach().cpu()

@@ -116,9 +116,9 @@ def plot_erics(
     path: str | os.PathLike[str] | None = None,
 ) -> Figure:
     """ERICS traces: the moving average ``MA_t``, the statistic ``D_t`` with the threshold
-    ``alpha_t``, and (optionally) a ``metric`` curve (a sequence indexed by step, or
+    ``T_t``, and (optionally) a ``metric`` curve (a sequence indexed by step, or
     ``{step: value}``); reported global alerts are marked as vertical lines on every panel."""
-    for attr in ("ma_trace", "drift_trace", "alpha_trace", "alert_steps", "trace_steps"):
+    for attr in ("ma_trace", "drift_trace", "threshold_trace", "alert_steps", "trace_steps"):
         if not hasattr(erics, attr):
             raise TypeError(f"erics must be an ERICS detector, got {type(erics).__name__}")
     steps = list(erics.trace_steps)
@@ -137,8 +137,8 @@ def plot_erics(
     axes[-2].plot(steps, list(erics.ma_trace), lw=1, color="tab:blue")
     axes[-2].set_ylabel("MA")
     axes[-1].plot(steps, list(erics.drift_trace), lw=1, color="tab:blue", label="D")
-    axes[-1].plot(steps, list(erics.alpha_trace), lw=1, color="tab:orange", label="alpha")
-    axes[-1].set_ylabel("D, alpha")
+    axes[-1].plot(steps, list(erics.threshold_trace), lw=1, color="tab:orange", label="threshold")
+    axes[-1].set_ylabel("D, threshold")
     axes[-1].set_xlabel("step")
     axes[-1].legend(fontsize="small")
     for a in axes:

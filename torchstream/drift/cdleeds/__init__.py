@@ -10,6 +10,7 @@ from torchstream.drift.cdleeds.detector import (
     CDLEEDS,
     LocalChange,
     corrected_alpha,
+    corrected_significance,
     fisher_combine,
 )
 from torchstream.drift.cdleeds.monitor import LocalChangeMonitor
@@ -20,6 +21,7 @@ __all__ = [
     "LocalChange",
     "LocalChangeMonitor",
     "corrected_alpha",
+    "corrected_significance",
     "fisher_combine",
     "two_sample_t_test",
 ]

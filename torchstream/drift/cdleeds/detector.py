@@ -12,14 +12,16 @@ more similar child centroid, ``routing="centroids"``; see the tree module for wh
 differs) and prunes its children when one of them has not received rows for ``max_age`` of its
 updates. At each leaf that receives rows (and at a node that just became a leaf by pruning), the
 older and the newer half of its difference window are compared with a two-sided pooled-variance
-t-test per output column (from 4 rows on, as the authors' code): a p-value ``<= alpha`` flags a
+t-test per output column (from 4 rows on, as the authors' code): a p-value ``<= significance``
+flags a
 **local change** in that neighbourhood. A leaf keeps its last p-values until it receives rows
 again, is split (its p-values become NaN, its children are tested on the rows they inherit) or is
 pruned away.
 
 **Global drift** (Sec. 4.2 of the paper): the p-values of the *current* leaves are combined per
 output column with Fisher's method (``-2 sum ln p ~ chi2(2N)``, NaNs ignored, ``p = 0`` replaced
-by ``1e-10``) and compared with the mean-FDR corrected level ``alpha (N + 1) / (2N)``, N the
+by ``1e-10``) and compared with the mean-FDR corrected level ``significance (N + 1) / (2N)``, N
+the
 number of combined p-values; :attr:`CDLEEDS.drift_detected` follows river's convention. The paper
 combines "the test results of leaf nodes" and defines the STN of a centroid over the interval of
 the last ``w`` time steps (Alg. 1, header); the authors' code combines every leaf, however long
@@ -29,7 +31,8 @@ receives rows carries no evidence about the present, and its last — possibly s
 would otherwise keep the global test firing until the branch is pruned (``max_age`` updates of its
 parent, i.e. up to ``max_age * 2**depth`` rows). Under no change this does not alter the level:
 the p-values of disjoint leaves are independent and (with pivot routing) uniform, so Fisher's
-statistic is ``chi2(2N)`` and an update alarms with probability ``alpha (N + 1) / (2N) <= alpha``.
+statistic is ``chi2(2N)`` and an update alarms with probability
+``significance (N + 1) / (2N) <= significance``.
 The alarms of consecutive updates are strongly dependent (a leaf's window moves by one row), so
 they come in bursts.
 
@@ -40,11 +43,11 @@ attributions change), and inside a leaf the model's output is often nearly flat,
 few thousandths — the within-window sd on SEA with a Hoeffding tree is 0.003-0.01 — is highly
 significant for the t-test, whose window of ``window`` rows spans thousands of stream rows.
 Fisher's method then turns one leaf at ``p = 1e-10`` among 25 (the others uniform on average)
-into a combined ``p`` of ``1.6e-4``, far below ``alpha_corr``; and the shared baseline output
+into a combined ``p`` of ``1.6e-4``, far below the corrected level; and the shared baseline output
 moves every leaf's mean together, so the leaf tests are not independent (with a frozen model on
 stationary SEA rows an EWMA baseline, whose ``b_t`` wanders, raises the share of alarmed updates
 from about 0.5 % with a constant baseline output to 12-21 %). With
-``reset_after_drift=True`` the tests restart after each alert on the rows that follow it, so the
+``reset_on_drift=True`` the tests restart after each alert on the rows that follow it, so the
 next alert needs evidence gathered since the last one. The paper does not say how its global
 experiment handled this; the restart gives delays of the paper's order (hundreds to thousands of
 rows) in ``scripts/reproduce_cdleeds.py``.
@@ -66,6 +69,7 @@ References
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -74,18 +78,34 @@ import numpy as np
 import torch
 from scipy.special import chdtrc
 
+from torchstream._deprecation import renamed
 from torchstream.base import Base
 from torchstream.checkpoint import check_settings
 from torchstream.drift.cdleeds.tree import Node, NodeTree
 
-__all__ = ["CDLEEDS", "LocalChange", "corrected_alpha", "fisher_combine"]
+__all__ = [
+    "CDLEEDS",
+    "LocalChange",
+    "corrected_alpha",
+    "corrected_significance",
+    "fisher_combine",
+]
+
+
+def corrected_significance(significance: float, n_tests: int) -> float:
+    """The mean false-discovery-rate level ``significance (N + 1) / (2N)`` for ``N`` tests."""
+    if n_tests < 1:
+        raise ValueError(f"n_tests must be >= 1, got {n_tests}")
+    return significance * (n_tests + 1) / (2 * n_tests)
 
 
 def corrected_alpha(alpha: float, n_tests: int) -> float:
-    """The mean false-discovery-rate level ``alpha (N + 1) / (2N)`` for ``N`` tests."""
-    if n_tests < 1:
-        raise ValueError(f"n_tests must be >= 1, got {n_tests}")
-    return alpha * (n_tests + 1) / (2 * n_tests)
+    """Deprecated name of :func:`corrected_significance`."""
+    warnings.warn(
+        DeprecationWarning("corrected_alpha is deprecated, use corrected_significance"),
+        stacklevel=2,
+    )
+    return corrected_significance(alpha, n_tests)
 
 
 def fisher_combine(p_values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -125,7 +145,7 @@ class LocalChange:
     p_values
         Leaf p-values ``[L, k]`` (NaN: not tested).
     change
-        Leaves that flag a local change (any p <= alpha) ``[L]``.
+        Leaves that flag a local change (any p <= significance) ``[L]``.
     recompute
         Monitored observations to recompute ``[n]`` (None without monitored observations).
     leaf_of
@@ -156,6 +176,10 @@ def _integer(value: Any, name: str, low: int) -> int:
     return value
 
 
+#: Former names of the settings in a saved ``config`` and their current names.
+_OLD_CONFIG_KEYS = {"alpha": "significance", "reset_after_drift": "reset_on_drift"}
+
+
 class CDLEEDS(Base):
     """Local change and global drift detection from prediction-baseline differences.
 
@@ -163,7 +187,7 @@ class CDLEEDS(Base):
     ----------
     gamma
         Minimum RBF similarity ``exp(-||x - c||^2 / m)`` of a leaf's rows to its centroid.
-    alpha
+    significance
         Significance level of the leaf t-tests (and of the global test, corrected).
     window
         Sliding-window length ``w`` per node (the t-test compares ``w/2`` with ``w/2``).
@@ -180,7 +204,7 @@ class CDLEEDS(Base):
     refractory
         After a reported global alert, alerts in the next ``refractory`` updates are not
         reported (0: every update that passes the test is an alert, as in the paper).
-    reset_after_drift
+    reset_on_drift
         After a reported global alert, restart the tests: at the next update every node's
         p-values become NaN and from then on the t-tests use only the rows that arrive after
         the alert (the clustering is kept; the alerting update's local changes stay visible to
@@ -192,6 +216,10 @@ class CDLEEDS(Base):
         detection: after a restart the leaves flag no local change until they hold 4 new rows.
     dtype, device
         Of the windows.
+    alpha
+        Deprecated name of ``significance`` (warns).
+    reset_after_drift
+        Deprecated name of ``reset_on_drift`` (warns).
 
     Attributes
     ----------
@@ -206,7 +234,7 @@ class CDLEEDS(Base):
         Fisher-combined p-value per output column after the last update ``[k]`` (NaN: no
         current leaf with a p-value).
     n_tests, n_rejections
-        Leaf t-tests run so far and how many gave ``p <= alpha`` (any column).
+        Leaf t-tests run so far and how many gave ``p <= significance`` (any column).
 
     Examples
     --------
@@ -232,19 +260,30 @@ class CDLEEDS(Base):
     def __init__(
         self,
         gamma: float = 0.95,
-        alpha: float = 0.01,
+        significance: float = 0.01,
         window: int = 200,
         max_age: int = 100,
         max_depth: int | None = 5,
         *,
         routing: str = "pivots",
         refractory: int = 0,
-        reset_after_drift: bool = False,
+        reset_on_drift: bool = False,
         dtype: torch.dtype = torch.float64,
         device: torch.device | str | None = None,
+        alpha: float | None = None,
+        reset_after_drift: bool | None = None,
     ) -> None:
+        significance = renamed("alpha", alpha, "significance", significance, 0.01, "CDLEEDS")
+        reset_on_drift = renamed(
+            "reset_after_drift", reset_after_drift, "reset_on_drift", reset_on_drift, False,
+            "CDLEEDS",
+        )
+        params = self.__dict__.get("_params")
+        if params is not None:  # the new names are what _get_params() and clone() see
+            params.update(significance=significance, reset_on_drift=reset_on_drift,
+                          alpha=None, reset_after_drift=None)
         self.gamma = _number(gamma, "gamma", 0.0, 1.0)
-        self.alpha = _number(alpha, "alpha", 0.0, 1.0)
+        self.significance = _number(significance, "significance", 0.0, 1.0)
         self.window = _integer(window, "window", 4)
         self.max_age = _integer(max_age, "max_age", 1)
         self.max_depth = None if max_depth is None else _integer(max_depth, "max_depth", 0)
@@ -252,9 +291,9 @@ class CDLEEDS(Base):
             raise ValueError(f"routing must be 'pivots' or 'centroids', got {routing!r}")
         self.routing = routing
         self.refractory = _integer(refractory, "refractory", 0)
-        if not isinstance(reset_after_drift, bool):
-            raise TypeError(f"reset_after_drift must be a bool, got {reset_after_drift!r}")
-        self.reset_after_drift = reset_after_drift
+        if not isinstance(reset_on_drift, bool):
+            raise TypeError(f"reset_on_drift must be a bool, got {reset_on_drift!r}")
+        self.reset_on_drift = reset_on_drift
         self.dtype = dtype
         self.device = torch.device("cpu") if device is None else torch.device(device)
         self.tree: NodeTree | None = None
@@ -266,9 +305,25 @@ class CDLEEDS(Base):
         self.global_p_values = torch.zeros(0, dtype=torch.float64)
         self.n_tests = 0
         self.n_rejections = 0
-        self._restart = False  # restart the tests at the next update (reset_after_drift)
+        self._restart = False  # restart the tests at the next update (reset_on_drift)
         self._monitored: torch.Tensor | None = None
         self._last_leaf: torch.Tensor | None = None  # leaf id per monitored row (-1: none)
+
+    @property
+    def alpha(self) -> float:
+        """Deprecated name of :attr:`significance` (warns)."""
+        warnings.warn(DeprecationWarning("CDLEEDS: alpha is deprecated, use significance"),
+                      stacklevel=2)
+        return self.significance
+
+    @property
+    def reset_after_drift(self) -> bool:
+        """Deprecated name of :attr:`reset_on_drift` (warns)."""
+        warnings.warn(
+            DeprecationWarning("CDLEEDS: reset_after_drift is deprecated, use reset_on_drift"),
+            stacklevel=2,
+        )
+        return self.reset_on_drift
 
     # ------------------------------------------------------------------ input
     def _inputs(self, X: Any, y_pred: Any, baseline_pred: Any) -> tuple[torch.Tensor, torch.Tensor]:
@@ -340,7 +395,7 @@ class CDLEEDS(Base):
         self.tree.update(X, D)
         for _, p in self.tree.tests:
             self.n_tests += 1
-            self.n_rejections += int(bool((p <= self.alpha).any()))
+            self.n_rejections += int(bool((p <= self.significance).any()))
         first = self.n_rows if start is None else int(start)
         self.n_rows = first + int(X.shape[0])
         self._global_test(self.n_rows - 1)
@@ -363,7 +418,7 @@ class CDLEEDS(Base):
         logs = np.log(np.where(valid, np.where(P == 0, 1e-10, P), 1.0))
         p = np.where(n > 0, chdtrc(2 * n, -2.0 * logs.sum(0)), np.nan)
         self.global_p_values = torch.from_numpy(p)
-        level = self.alpha * (n + 1) / (2 * np.maximum(n, 1))
+        level = self.significance * (n + 1) / (2 * np.maximum(n, 1))
         hit = bool(((n > 0) & (p <= level)).any())
         t = self.n_updates
         if hit and self.alert_steps and t - self.alert_steps[-1] <= self.refractory:
@@ -372,7 +427,7 @@ class CDLEEDS(Base):
         if hit:
             self.alert_steps.append(t)
             self.alerts.append(row)
-            self._restart = self.reset_after_drift
+            self._restart = self.reset_on_drift
 
     # ------------------------------------------------------------------ views
     def _leaves(self) -> list[Node]:
@@ -397,7 +452,7 @@ class CDLEEDS(Base):
     @property
     def leaf_change(self) -> torch.Tensor:
         """Leaves that flag a local change ``[L]`` (bool)."""
-        return (self.leaf_p_values <= self.alpha).any(1)
+        return (self.leaf_p_values <= self.significance).any(1)
 
     @property
     def last_tests(self) -> list[tuple[int, torch.Tensor]]:
@@ -446,7 +501,7 @@ class CDLEEDS(Base):
         leaves = self._leaves()
         ids = torch.tensor([leaf.id for leaf in leaves])
         P = torch.from_numpy(np.stack([leaf.p for leaf in leaves]))
-        change = (P <= self.alpha).any(1)
+        change = (P <= self.significance).any(1)
         centroids = torch.stack([leaf.centroid for leaf in leaves])
         recompute = leaf_of = None
         if self._monitored is not None:
@@ -462,7 +517,7 @@ class CDLEEDS(Base):
         return LocalChange(ids, centroids, P, change, recompute, leaf_of)
 
     # ------------------------------------------------------------------ state
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> dict[str, object]:
         tree = None
         if self.tree is not None:
             tree = {
@@ -492,20 +547,24 @@ class CDLEEDS(Base):
             "last_leaf": None if self._last_leaf is None else self._last_leaf.clone(),
         }
 
-    def _config(self) -> dict[str, Any]:
+    def _config(self) -> dict[str, object]:
         return {
             "gamma": self.gamma,
-            "alpha": self.alpha,
+            "significance": self.significance,
             "window": self.window,
             "max_age": self.max_age,
             "max_depth": self.max_depth,
             "routing": self.routing,
             "refractory": self.refractory,
-            "reset_after_drift": self.reset_after_drift,
+            "reset_on_drift": self.reset_on_drift,
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        check_settings(state["config"], self._config(), "CDLEEDS", stored="has config")
+        config = dict(state["config"])
+        for old, new in _OLD_CONFIG_KEYS.items():  # states saved under the former names
+            if old in config and new not in config:
+                config[new] = config.pop(old)
+        check_settings(config, self._config(), "CDLEEDS", stored="has config")
         tree = state["tree"]
         if tree is None:
             self.tree = None

@@ -15,17 +15,16 @@ alternative recomputes every monitored attribution at every step.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import torch
 
 from torchstream.base import PluginBase
 from torchstream.drift.cdleeds.detector import CDLEEDS
+from torchstream.explain._base import feature_names_for
 from torchstream.explain.baselines import Baseline, EWMABaseline
-
-if TYPE_CHECKING:
-    from matplotlib.figure import Figure
+from torchstream.typing import BatchView
 
 __all__ = ["LocalChangeMonitor"]
 
@@ -81,7 +80,7 @@ class LocalChangeMonitor(PluginBase):
         beta: float = 0.001,
         baseline: Baseline | None = None,
         log_attributions: int = 3,
-        feature_names: Any = None,
+        feature_names: Sequence[str] | None = None,
         name: str = "cdleeds",
     ) -> None:
         self.detector = detector if detector is not None else CDLEEDS()
@@ -140,7 +139,7 @@ class LocalChangeMonitor(PluginBase):
         return self.explainer.attribute(rows).attributions.detach()
 
     # ------------------------------------------------------------------ plug-in
-    def on_batch(self, batch: Any) -> dict[str, float]:
+    def on_batch(self, batch: BatchView) -> dict[str, float]:
         X, y_pred, model = batch.X, batch.y_pred, batch.learner
         fresh = self.baseline.n_seen == 0
         if fresh:  # b_0 = the mean of the first batch
@@ -190,30 +189,14 @@ class LocalChangeMonitor(PluginBase):
         if not fresh:
             self.baseline.update(X)
         if self.attributions is not None and self.log_attributions:
-            from torchstream.explain._base import feature_names_for
-
             names = feature_names_for(self.feature_names, self.attributions.shape[1])
             for i in range(min(self.log_attributions, self.attributions.shape[0])):
                 for j, v in enumerate(self.attributions[i].tolist()):
                     out[f"attribution/{i}/{names[j]}"] = v
         return {f"{self.name}/{k}": v for k, v in out.items()}
 
-    def figures(self) -> dict[str, Figure]:
-        """The neighbourhoods (first two features) with flagged leaves, and the stored
-        attributions of the monitored observations."""
-        from torchstream.sinks.local_plots import plot_attributions, plot_neighbourhoods
-
-        figs: dict[str, Figure] = {}
-        if self.detector.tree is not None:
-            figs[f"{self.name}/neighbourhoods"] = plot_neighbourhoods(self.detector)
-        if self.attributions is not None:
-            figs[f"{self.name}/attributions"] = plot_attributions(
-                self.attributions, feature_names=self.feature_names
-            )
-        return figs
-
     # ------------------------------------------------------------------ state
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> dict[str, object]:
         clone = lambda t: None if t is None else t.clone()
         return {
             "detector": self.detector.state_dict(),

@@ -206,7 +206,7 @@ class Node:
         self._centroid = None
         self.newest = int(T[-1])
 
-    def state(self) -> dict[str, Any]:
+    def state(self) -> dict[str, object]:
         return {
             "id": self.id,
             "depth": self.depth,

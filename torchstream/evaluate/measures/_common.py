@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import operator
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import torch
 
-__all__ = ["as_int", "as_series", "to_numpy"]
+__all__ = ["Series", "as_int", "as_series", "to_numpy"]
+
+#: One value per step: a sequence, a numpy array or a tensor (NaN: a step not evaluated).
+Series = Sequence[float] | np.ndarray | torch.Tensor
 
 
-def to_numpy(values: Any, name: str) -> np.ndarray:
+def to_numpy(values: Series, name: str) -> np.ndarray:
     """``values`` (tensor, array or sequence) as a numpy array (tensors are detached, on CPU)."""
     if isinstance(values, torch.Tensor):
         return values.detach().cpu().numpy()
@@ -21,7 +25,7 @@ def to_numpy(values: Any, name: str) -> np.ndarray:
         raise TypeError(f"{name} must be array-like, got {type(values).__name__}") from exc
 
 
-def as_series(values: Any, name: str) -> np.ndarray:
+def as_series(values: Series, name: str) -> np.ndarray:
     """``values`` as a 1-d float64 array (NaN allowed: a step that was not evaluated)."""
     arr = to_numpy(values, name)
     if arr.ndim != 1:

@@ -35,16 +35,14 @@ References
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
-from torchstream.evaluate.measures._common import as_int, as_series
+from torchstream.evaluate.measures._common import Series, as_int, as_series
 
 __all__ = ["ewma", "fading_mean", "sliding_window_mean", "sliding_window_var"]
 
 
-def _window_stat(values: Any, window: int, stat: str, ddof: int = 0) -> np.ndarray:
+def _window_stat(values: Series, window: int, stat: str, ddof: int = 0) -> np.ndarray:
     x = as_series(values, "values")
     w = as_int(window, "window", minimum=1)
     ok = ~np.isnan(x)
@@ -71,7 +69,7 @@ def _window_stat(values: Any, window: int, stat: str, ddof: int = 0) -> np.ndarr
     return out
 
 
-def sliding_window_mean(values: Any, window: int) -> np.ndarray:
+def sliding_window_mean(values: Series, window: int) -> np.ndarray:
     """Mean of the last ``window`` scores at every step: ``mean(L_{t-w+1}, ..., L_t)``.
 
     The first ``window - 1`` steps average the scores seen so far. NaN scores are skipped.
@@ -79,7 +77,7 @@ def sliding_window_mean(values: Any, window: int) -> np.ndarray:
     return _window_stat(values, window, "mean")
 
 
-def sliding_window_var(values: Any, window: int, ddof: int = 0) -> np.ndarray:
+def sliding_window_var(values: Series, window: int, ddof: int = 0) -> np.ndarray:
     """Variance of the last ``window`` scores at every step (``ddof=0``: population variance).
 
     NaN when the window holds ``ddof`` or fewer scores that are not NaN.
@@ -88,7 +86,7 @@ def sliding_window_var(values: Any, window: int, ddof: int = 0) -> np.ndarray:
     return _window_stat(values, window, "var", ddof)
 
 
-def fading_mean(values: Any, alpha: float) -> np.ndarray:
+def fading_mean(values: Series, alpha: float) -> np.ndarray:
     """Gama's fading-factor mean ``P_t = S_t / N_t`` with ``S_t = L_t + alpha S_{t-1}`` and
     ``N_t = 1 + alpha N_{t-1}`` (Gama et al. 2013, used by A.6 §4.2).
 
@@ -110,7 +108,7 @@ def fading_mean(values: Any, alpha: float) -> np.ndarray:
     return out
 
 
-def ewma(values: Any, decay_rate: float) -> tuple[np.ndarray, np.ndarray]:
+def ewma(values: Series, decay_rate: float) -> tuple[np.ndarray, np.ndarray]:
     """float's exponentially weighted mean and variance; returns ``(mean, var)`` series.
 
     ``m_t = m_{t-1} + lam (x_t - m_{t-1})`` and ``v_t = (1 - lam)(v_{t-1} + lam (x_t -

@@ -1,6 +1,7 @@
 """Model complexity as a proxy for interpretability (A.6 §5.1.5 [^1]; DMT paper A.4 [^2]).
 
-Lower complexity is read as more interpretable; track it over time. The counting rules of
+Lower complexity is read as more interpretable; track it over time. :func:`tree_complexity`
+lives with the trees (:mod:`torchstream.trees.complexity`) and is re-exported here. The counting rules of
 the Dynamic Model Tree paper (§VI-D2) for an incremental tree with ``n_inner`` inner nodes and
 ``n_leaves`` leaves, ``m`` features and ``c`` classes:
 
@@ -25,45 +26,11 @@ References
 
 from __future__ import annotations
 
-from typing import Literal
-
 import torch
 
-from torchstream.evaluate.measures._common import as_int
+from torchstream.trees.complexity import LeafModel, tree_complexity
 
-__all__ = ["count_parameters", "tree_complexity"]
-
-LeafModel = Literal["majority", "linear", "naive_bayes"]
-
-
-def tree_complexity(
-    n_inner: int,
-    n_leaves: int,
-    *,
-    leaf_model: LeafModel = "majority",
-    n_features: int | None = None,
-    n_classes: int = 2,
-) -> dict[str, int]:
-    """Number of splits and of parameters of a tree by the A.4 rules (module docstring)."""
-    inner = as_int(n_inner, "n_inner", minimum=0)
-    leaves = as_int(n_leaves, "n_leaves", minimum=0)
-    c = as_int(n_classes, "n_classes", minimum=2)
-    if leaf_model == "majority":
-        per_leaf_splits, per_leaf_params = 0, 1
-    elif leaf_model in ("linear", "naive_bayes"):
-        if n_features is None:
-            raise ValueError(f"n_features is required for leaf_model={leaf_model!r}")
-        m = as_int(n_features, "n_features", minimum=1)
-        per_leaf_splits = 1 if c == 2 else c
-        per_leaf_params = m if c == 2 else m * c
-    else:
-        raise ValueError(
-            f"leaf_model must be 'majority', 'linear' or 'naive_bayes', got {leaf_model!r}"
-        )
-    return {
-        "splits": inner + leaves * per_leaf_splits,
-        "params": inner + leaves * per_leaf_params,
-    }
+__all__ = ["LeafModel", "count_parameters", "tree_complexity"]
 
 
 def count_parameters(

@@ -43,9 +43,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from torchstream.evaluate.measures._common import as_int, as_series
+from torchstream.evaluate.measures._common import Series, as_int, as_series
 from torchstream.evaluate.measures.direction import higher_is_better as _direction
 from torchstream.evaluate.measures.metric_spec import MetricSpec
+from torchstream.losses import get_loss
 
 __all__ = [
     "drift_performance_deterioration",
@@ -62,8 +63,6 @@ def _loss_fn(loss: Any) -> Callable[[Any, Any], float]:
     """``loss`` as ``(y_true, y_pred) -> float``: a torchstream loss name (batch mean of the
     per-sample loss), a :class:`MetricSpec`, or any callable ``(y_true, y_pred) -> number``."""
     if isinstance(loss, str):
-        from torchstream.losses import get_loss
-
         per_sample = get_loss(loss)
         return lambda t, p: float(per_sample(p, t).double().mean())
     if isinstance(loss, MetricSpec):
@@ -154,8 +153,6 @@ def noise_variability(
         noisy[:, :, j] = vals.to(Xt.device)[pick.to(vals.device)].to(Xt.device)
     out = predict(noisy.reshape(n * B, d))
     if isinstance(loss, str):  # a per-sample torch loss: all draws at once
-        from torchstream.losses import get_loss
-
         per_draw = get_loss(loss)(out, yt.repeat(n)).double().reshape(n, B).mean(1)
         return float((per_draw - base).mean())
     out = out.reshape(n, B, *out.shape[1:])
@@ -181,7 +178,7 @@ def _drift_step(drift: Drift, n_steps: int, name: str) -> int:
     return start
 
 
-def _windows(scores: Any, drift: Drift, window: int, name: str = "drift"):
+def _windows(scores: Series, drift: Drift, window: int, name: str = "drift"):
     x = as_series(scores, "scores")
     w = as_int(window, "window", minimum=1)
     td = _drift_step(drift, x.size, name)
@@ -193,7 +190,7 @@ def _nanmean(v: np.ndarray) -> float:
     return float(v.mean()) if v.size else float("nan")
 
 
-def drift_performance_deterioration(scores: Any, drift: Drift, window: int = 10) -> float:
+def drift_performance_deterioration(scores: Series, drift: Drift, window: int = 10) -> float:
     """``DPD`` (A.6 Eq. 2): mean of ``scores[t_d : t_d + W]`` minus mean of
     ``scores[t_d - W : t_d]``; ``drift`` is a step index (or ``(start, end)``, using ``start``).
 
@@ -204,7 +201,7 @@ def drift_performance_deterioration(scores: Any, drift: Drift, window: int = 10)
 
 
 def drift_restoration_time(
-    scores: Any,
+    scores: Series,
     drift: Drift,
     window: int = 10,
     metric: Any = None,
@@ -247,7 +244,7 @@ def _mean_over(values: list[float]) -> float:
 
 
 def mean_drift_performance_deterioration(
-    scores: Any, drifts: Sequence[Drift], window: int = 10
+    scores: Series, drifts: Sequence[Drift], window: int = 10
 ) -> float:
     """Mean of :func:`drift_performance_deterioration` over the known ``drifts`` (steps)."""
     if len(drifts) == 0:
@@ -256,7 +253,7 @@ def mean_drift_performance_deterioration(
 
 
 def mean_drift_restoration_time(
-    scores: Any,
+    scores: Series,
     drifts: Sequence[Drift],
     window: int = 10,
     metric: Any = None,

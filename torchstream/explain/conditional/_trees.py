@@ -268,7 +268,7 @@ class TreeBank:
         self.has_candidates[tree, node] = True
 
     # ------------------------------------------------------------------ state
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> dict[str, object]:
         return {key: getattr(self, key).clone() for key in _STATE_KEYS}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:

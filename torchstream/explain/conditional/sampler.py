@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from torchstream.checkpoint import check_settings
+from torchstream.explain._groups import FeatureGroups, check_feature_groups
 from torchstream.explain.conditional._trees import TreeBank
 from torchstream.explain.storage import GeometricReservoir
 
@@ -120,6 +121,13 @@ class ConditionalTreeSampler:
         Size of the geometric reservoir of recent rows that supplies candidate thresholds.
     seed
         Seed of the sampler's CPU generator (``None``: drawn from the operating system).
+    feature_groups
+        ``{feature name: column indices}`` covering the ``d`` columns (e.g. the one-hot block
+        of a categorical feature). A removed group is then drawn as a whole: the tree of the
+        group's first column is walked as above, and the *whole block* is copied from the row
+        whose value sits in the drawn slot of the reached node's reservoir (every node then also
+        keeps the full rows of its values, ``d`` times the reservoir memory), so a block is
+        always one that was seen. Groups must be wholly present or wholly absent in a mask.
     device
         Where the trees live; ``None``: the device of the first ``X`` passed to :meth:`update`.
 
@@ -166,8 +174,9 @@ class ConditionalTreeSampler:
         tau: float = 0.05,
         insert_prob: float = 1.0,
         candidate_rows: int = 500,
-        seed: int | None = None,
+        seed: int | None = 0,
         device: torch.device | str | None = None,
+        feature_groups: Mapping[str, Sequence[int]] | FeatureGroups | None = None,
     ) -> None:
         self.n_features = _int(n_features, "n_features", 1)
         self.max_depth = _int(max_depth, "max_depth", 1)
@@ -216,6 +225,24 @@ class ConditionalTreeSampler:
         )
         self.res_len = torch.zeros(self.n_features, n_nodes, dtype=torch.long, device=dev)
         self.n_seen = 0
+        #: The validated groups (None: every column is drawn from its own tree).
+        self.groups: FeatureGroups | None = (
+            feature_groups if isinstance(feature_groups, FeatureGroups) or feature_groups is None
+            else check_feature_groups(feature_groups, self.n_features)
+        )
+        if self.groups is not None and self.groups.column_group.numel() != self.n_features:
+            raise ValueError(
+                f"feature_groups cover {self.groups.column_group.numel()} columns, "
+                f"n_features is {self.n_features}"
+            )
+        #: With groups: the full rows behind ``res_values``, ``[d, N, L, d]``.
+        self.res_rows: torch.Tensor | None = None
+        if self.groups is not None:
+            self.res_rows = torch.zeros(
+                *self.res_values.shape, self.n_features, dtype=F64, device=dev
+            )
+            lead = torch.tensor([members[0] for members in self.groups.members])
+            self._lead = lead[self.groups.column_group]  # [d]: the first column of j's group
 
     # ------------------------------------------------------------------ basics
     @property
@@ -237,6 +264,8 @@ class ConditionalTreeSampler:
         self.trees.to(device)
         self.recent.to(device)
         self.res_values, self.res_len = self.res_values.to(device), self.res_len.to(device)
+        if self.res_rows is not None:
+            self.res_rows = self.res_rows.to(device)
         self._device_set = True
         return self
 
@@ -292,13 +321,16 @@ class ConditionalTreeSampler:
         tree = torch.arange(self.n_features, device=self.device).view(1, -1, 1).expand_as(path)
         keys = (tree * n_nodes + path)[valid]  # row-major: time order within every node
         values = Xd.unsqueeze(-1).expand_as(path)[valid]
-        self._store(keys, values)
+        row = torch.arange(X.shape[0], device=self.device).view(-1, 1, 1).expand_as(path)[valid]
+        self._store(keys, values, Xd, row)
         trees.learn(Xd, path)
         self.recent.update(Xd)
         trees.set_candidates(self.recent.rows)
         self.n_seen += X.shape[0]
 
-    def _store(self, keys: torch.Tensor, values: torch.Tensor) -> None:
+    def _store(
+        self, keys: torch.Tensor, values: torch.Tensor, X: torch.Tensor, row: torch.Tensor
+    ) -> None:
         """Geometric-reservoir update of the nodes ``keys`` (flat ``tree * N + node``, in time
         order per node) with ``values``: fill first, then each value enters with probability
         ``insert_prob`` and replaces a uniform slot; the last write to a slot wins. One uniform
@@ -323,6 +355,8 @@ class ConditionalTreeSampler:
             last.scatter_reduce_(0, cell, entered, reduce="amax")
             written = (last >= 0).nonzero().squeeze(1)
             flat[written] = values[last[written]]
+            if self.res_rows is not None:  # the full row of every stored value
+                self.res_rows.view(-1, X.shape[1])[written] = X[row[last[written]]]
         counts = torch.bincount(keys, minlength=lengths.numel())
         lengths.copy_((lengths + counts).clamp_(max=size))
 
@@ -360,6 +394,11 @@ class ConditionalTreeSampler:
             node = torch.where(empty, (node - 1) // 2, node)
         length = self.res_len[tree, node]
         slot = torch.floor(u[..., -1] * length).long().clamp(max=self.leaf_reservoir_length - 1)
+        if self.res_rows is not None:  # a group's block: one stored row of its first column
+            lead = self._lead.to(self.device).expand(b, k, d)
+            lead_node, lead_slot = node.gather(2, lead), slot.gather(2, lead)
+            column = torch.arange(d, device=self.device).expand(b, k, d)
+            return lead_node, self.res_rows[lead, lead_node, lead_slot, column]
         return node, self.res_values[tree, node, slot]
 
     def sample(self, X: torch.Tensor, present: torch.Tensor, n: int = 1) -> torch.Tensor:
@@ -399,7 +438,7 @@ class ConditionalTreeSampler:
         return self.sample(x, mask, 1).view(b, r, d)
 
     # ------------------------------------------------------------------ state
-    def _config(self) -> dict[str, Any]:
+    def _config(self) -> dict[str, object]:
         return {
             "kind": type(self).__name__,
             "n_features": self.n_features,
@@ -411,9 +450,11 @@ class ConditionalTreeSampler:
             "tau": self.tau,
             "insert_prob": self.insert_prob,
             "candidate_rows": self.candidate_rows,
+            **({} if self.groups is None
+               else {"feature_groups": [list(m) for m in self.groups.members]}),
         }
 
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> dict[str, object]:
         """Settings, trees, reservoirs, counters and generator states (exact resume)."""
         return {
             **self._config(),
@@ -422,6 +463,7 @@ class ConditionalTreeSampler:
             "res_len": self.res_len.clone(),
             "recent": self.recent.state_dict(),
             "n_seen": self.n_seen,
+            **({} if self.res_rows is None else {"res_rows": self.res_rows.clone()}),
             "seed": self.seed,
             "generator": self.generator.get_state(),
         }
@@ -433,6 +475,8 @@ class ConditionalTreeSampler:
         self.res_len = torch.as_tensor(state["res_len"]).to(self.device, torch.long).clone()
         self.recent.load_state_dict(state["recent"])
         self.n_seen = int(state["n_seen"])
+        if self.res_rows is not None:
+            self.res_rows = torch.as_tensor(state["res_rows"]).to(self.device, F64).clone()
         self.seed = int(state["seed"])
         self.generator.set_state(torch.as_tensor(state["generator"]).cpu().clone())
 

@@ -114,16 +114,16 @@ class _SeededStorage:
         self.seed, self.generator = _make_generator(seed)
         self.n_seen = 0
 
-    def _config(self) -> dict[str, Any]:  # pragma: no cover
+    def _config(self) -> dict[str, object]:  # pragma: no cover
         raise NotImplementedError
 
-    def _content(self) -> dict[str, Any]:
+    def _content(self) -> dict[str, object]:
         return {}
 
     def _load_content(self, state: Mapping[str, Any]) -> None:
         pass
 
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> dict[str, object]:
         return {
             **self._config(),
             **self._content(),
@@ -164,7 +164,7 @@ class _TensorStorage(_SeededStorage):
         """Stream index (0-based, counting every entry seen) of each stored entry ``[len]``."""
         return self._times[: len(self)]
 
-    def _content(self) -> dict[str, Any]:
+    def _content(self) -> dict[str, object]:
         return {self._data_key: self._data[: len(self)].clone(), "times": self.times.clone()}
 
     def to(self, device: torch.device | str) -> Self:
@@ -298,10 +298,10 @@ class _Reservoir(_TensorStorage):
         return self._data[self.sample_indices(n)]
 
     # ------------------------------------------------------------------ state
-    def _content(self) -> dict[str, Any]:
+    def _content(self) -> dict[str, object]:
         return {"rows": self.rows.clone(), "times": self.times}
 
-    def _config(self) -> dict[str, Any]:
+    def _config(self) -> dict[str, object]:
         return {"kind": type(self).__name__, "size": self.size, "n_features": self.n_features}
 
     def _load_content(self, state: Mapping[str, Any]) -> None:

@@ -125,7 +125,7 @@ class RollingExtremes:
         """Lengths of the (max, min) deques."""
         return len(self._max), len(self._min)
 
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> dict[str, object]:
         return {
             "window": self.window,
             "max_deque": list(self._max),

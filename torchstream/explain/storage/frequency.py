@@ -60,7 +60,7 @@ class FrequencyStorage(_TensorStorage):
         size: int,
         *,
         entrance_prob: float = 1.0,
-        seed: int | None = None,
+        seed: int | None = 0,
         dtype: torch.dtype = torch.float64,
         device: torch.device | str | None = None,
     ) -> None:
@@ -106,7 +106,7 @@ class FrequencyStorage(_TensorStorage):
             raise ValueError(f"q must be a float or a 1-D tensor of values in [0, 1], got {q!r}")
         return torch.quantile(self._data, q_t)
 
-    def _config(self) -> dict[str, Any]:
+    def _config(self) -> dict[str, object]:
         return {"size": self.size, "entrance_prob": self.entrance_prob}
 
     def _load_content(self, state: Mapping[str, Any]) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import torch
 
@@ -42,7 +41,7 @@ class FreshSampler(_SeededStorage):
         draw: Callable[[int, torch.Generator], torch.Tensor],
         n_features: int,
         *,
-        seed: int | None = None,
+        seed: int | None = 0,
     ) -> None:
         if not callable(draw):
             raise TypeError(f"draw must be callable as draw(n, generator), got {draw!r}")
@@ -68,7 +67,7 @@ class FreshSampler(_SeededStorage):
             )
         return rows
 
-    def _config(self) -> dict[str, Any]:
+    def _config(self) -> dict[str, object]:
         return {"n_features": self.n_features}
 
     def __repr__(self) -> str:

@@ -4,7 +4,6 @@ and :class:`UniformReservoir` (Vitter's algorithm R)."""
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 import torch
@@ -65,7 +64,7 @@ class GeometricReservoir(_Reservoir):
         n_features: int,
         *,
         insert_prob: float = 1.0,
-        seed: int | None = None,
+        seed: int | None = 0,
         dtype: torch.dtype = torch.float64,
         device: torch.device | str | None = None,
     ) -> None:
@@ -82,7 +81,7 @@ class GeometricReservoir(_Reservoir):
         slot = np.minimum(np.floor(u / q * self.size), self.size - 1).astype(np.int64)
         return np.where(u < q, slot, -1)
 
-    def _config(self) -> dict[str, Any]:
+    def _config(self) -> dict[str, object]:
         return {**super()._config(), "insert_prob": self.insert_prob}
 
     def __repr__(self) -> str:
@@ -129,7 +128,7 @@ class UniformReservoir(_Reservoir):
         size: int,
         n_features: int,
         *,
-        seed: int | None = None,
+        seed: int | None = 0,
         dtype: torch.dtype = torch.float64,
         device: torch.device | str | None = None,
     ) -> None:

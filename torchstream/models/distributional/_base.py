@@ -51,7 +51,7 @@ class ParameterDistribution(Protocol):
 
     def predict_proba(self, X: Tensor) -> Tensor: ...
 
-    def state_dict(self) -> dict[str, Any]: ...
+    def state_dict(self) -> dict[str, object]: ...
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None: ...
 
@@ -260,14 +260,14 @@ class GaussianHead:
         self.n_steps += 1
 
     # ------------------------------------------------------------------ state
-    def _config(self) -> dict[str, Any]:
+    def _config(self) -> dict[str, object]:
         return {
             "class": type(self).__name__,
             "n_features": self.n_features,
             "shapes": {k: tuple(v.shape) for k, v in self._mu.items()},
         }
 
-    def _hyper(self) -> dict[str, Any]:
+    def _hyper(self) -> dict[str, object]:
         return {
             "lr_mu": self.lr_mu,
             "lr_sigma": self.lr_sigma,
@@ -275,7 +275,7 @@ class GaussianHead:
             "sigma_min": self.sigma_min,
         }
 
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> dict[str, object]:
         """Everything needed to resume exactly: the configuration (checked on load), the
         learning hyperparameters, ``mu`` / ``sigma`` of every group and the step counter."""
         return {

@@ -189,17 +189,17 @@ class MonteCarloHead(GaussianHead):
             return out[..., 0].mean(0)
 
     # ------------------------------------------------------------------ state
-    def _config(self) -> dict[str, Any]:
+    def _config(self) -> dict[str, object]:
         return {
             **super()._config(),
             "likelihood": self.likelihood,
             "n_classes": self.n_classes,
         }
 
-    def _hyper(self) -> dict[str, Any]:
+    def _hyper(self) -> dict[str, object]:
         return {**super()._hyper(), "noise_std": self.noise_std, "n_samples": self.n_samples}
 
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> dict[str, object]:
         """As :meth:`GaussianHead.state_dict`, plus the seed and the generator state, so that
         a resumed head draws the same noise as the original would have."""
         return {**super().state_dict(), "seed": self.seed, "generator": self.generator.get_state()}

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Literal
 
 import torch
 from torch import Tensor
@@ -106,7 +106,7 @@ class AutoencoderHead(MonteCarloHead):
         mu_init: float = 0.0,
         sigma_init: float = 1.0,
         mu_init_std: float = 0.0,
-        seed: int | None = None,
+        seed: int | None = 0,
         dtype: torch.dtype = torch.float32,
         device: torch.device | str | None = None,
     ) -> None:
@@ -177,7 +177,7 @@ class AutoencoderHead(MonteCarloHead):
         middle = sum((groups[k].mean() for k in names[1:-1]), first.new_zeros(()))
         return first + middle + last
 
-    def _config(self) -> dict[str, Any]:
+    def _config(self) -> dict[str, object]:
         return {
             **super()._config(),
             "latent": self.latent,

@@ -9,7 +9,7 @@ likelihood with the reparameterisation trick) and §2.1.4 (aggregation of the we
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Literal
 
 import torch
 from torch import Tensor
@@ -130,7 +130,7 @@ class MLPHead(MonteCarloHead):
         mu_init: float = 0.0,
         sigma_init: float = 1.0,
         mu_init_std: float = 0.0,
-        seed: int | None = None,
+        seed: int | None = 0,
         dtype: torch.dtype = torch.float32,
         device: torch.device | str | None = None,
     ) -> None:
@@ -163,5 +163,5 @@ class MLPHead(MonteCarloHead):
             mlp_feature_aggregation(sigmas, self.aggregation),
         )
 
-    def _config(self) -> dict[str, Any]:
+    def _config(self) -> dict[str, object]:
         return {**super()._config(), "hidden": self.hidden, "aggregation": self.aggregation}

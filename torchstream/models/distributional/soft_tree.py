@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Literal
 
 import torch
 from torch import Tensor
@@ -114,7 +114,7 @@ class SoftTreeHead(MonteCarloHead):
         mu_init: float = 0.0,
         sigma_init: float = 1.0,
         mu_init_std: float = 0.0,
-        seed: int | None = None,
+        seed: int | None = 0,
         dtype: torch.dtype = torch.float32,
         device: torch.device | str | None = None,
     ) -> None:
@@ -179,8 +179,8 @@ class SoftTreeHead(MonteCarloHead):
             tree_feature_aggregation(self._sigma["inner"].clone(), self.aggregation),
         )
 
-    def _config(self) -> dict[str, Any]:
+    def _config(self) -> dict[str, object]:
         return {**super()._config(), "depth": self.depth, "aggregation": self.aggregation}
 
-    def _hyper(self) -> dict[str, Any]:
+    def _hyper(self) -> dict[str, object]:
         return {**super()._hyper(), "penalty": self.penalty}

@@ -1,0 +1,281 @@
+"""One meaning per name: the renamed keywords and attributes keep working with a
+``DeprecationWarning`` that names the new name, give the same results as the new names, and every
+public constructor that takes a ``seed`` defaults to 0."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+import warnings
+
+import pytest
+import torch
+
+import torchstream
+from torchstream._deprecation import renamed
+from torchstream.drift import CDLEEDS, ERICS, corrected_alpha, corrected_significance
+from torchstream.evaluate.strategies import DistributedKFold, get_strategy
+from torchstream.explain.ipdp import IncrementalPDP
+
+F64 = torch.float64
+
+
+# ---------------------------------------------------------------------------- the helper
+def test_renamed_returns_the_new_value_when_the_old_keyword_is_not_given():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert renamed("alpha", None, "significance", 0.05, 0.01, "CDLEEDS") == 0.05
+
+
+def test_renamed_warns_with_both_names_and_returns_the_old_value():
+    with pytest.warns(DeprecationWarning) as caught:
+        assert renamed("alpha", 0.05, "significance", 0.01, 0.01, "CDLEEDS") == 0.05
+    assert [str(w.message) for w in caught] == ["CDLEEDS: alpha is deprecated, use significance"]
+
+
+def test_renamed_refuses_both_names():
+    with pytest.raises(TypeError, match="both alpha=0.05 and significance=0.02"):
+        renamed("alpha", 0.05, "significance", 0.02, 0.01, "CDLEEDS")
+
+
+# ---------------------------------------------------------------------------- CDLEEDS
+def _feed(det: CDLEEDS) -> CDLEEDS:
+    """Two clusters; the output near (0.8, 0.8) jumps by 0.2 at step 150."""
+    g = torch.Generator().manual_seed(1)
+    centres = torch.tensor([[0.2, 0.2], [0.8, 0.8]], dtype=F64)
+    for t in range(300):
+        x = centres[t % 2] + 0.05 * torch.randn(1, 2, generator=g, dtype=F64)
+        out = torch.sigmoid(x.sum(1)) + (0.2 if t >= 150 and t % 2 else 0.0)
+        det.update(x, out)
+    return det
+
+
+def test_cdleeds_alpha_is_significance_with_a_warning():
+    with pytest.warns(DeprecationWarning, match="CDLEEDS: alpha is deprecated") as caught:
+        old = CDLEEDS(alpha=0.05, window=40, max_depth=3)
+    assert caught[0].filename == __file__  # the warning points at the caller
+    new = CDLEEDS(significance=0.05, window=40, max_depth=3)
+    assert old.significance == new.significance == 0.05
+    _feed(old), _feed(new)
+    assert old.alerts == new.alerts and len(new.alerts) > 0
+    assert old.n_rejections == new.n_rejections
+    torch.testing.assert_close(old.global_p_values, new.global_p_values, equal_nan=True)
+    params = old._get_params()
+    assert params["significance"] == 0.05 and params["alpha"] is None
+    assert params == new._get_params()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the clone uses the new name only
+        assert old.clone().significance == 0.05
+    with pytest.warns(DeprecationWarning, match="use significance"):
+        assert old.alpha == 0.05
+
+
+def test_cdleeds_reset_after_drift_is_reset_on_drift_with_a_warning():
+    with pytest.warns(DeprecationWarning, match="reset_after_drift is deprecated, use reset_on"):
+        old = CDLEEDS(reset_after_drift=True, window=40, max_depth=3)
+    new = CDLEEDS(reset_on_drift=True, window=40, max_depth=3)
+    assert old.reset_on_drift is True
+    _feed(old), _feed(new)
+    assert old.alerts == new.alerts and old.n_tests == new.n_tests
+    params = old._get_params()
+    assert params["reset_on_drift"] is True and params["reset_after_drift"] is None
+    with pytest.warns(DeprecationWarning, match="use reset_on_drift"):
+        assert old.reset_after_drift is True
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"alpha": 0.05, "significance": 0.02}, {"reset_after_drift": True, "reset_on_drift": True}],
+)
+def test_cdleeds_refuses_the_old_and_the_new_name(kwargs):
+    with pytest.raises(TypeError, match="got both"):
+        CDLEEDS(**kwargs)
+
+
+def test_cdleeds_loads_a_state_saved_under_the_old_setting_names():
+    det = _feed(CDLEEDS(significance=0.05, window=40, max_depth=3))
+    state = det.state_dict()
+    config = dict(state["config"])
+    config["alpha"] = config.pop("significance")
+    config["reset_after_drift"] = config.pop("reset_on_drift")
+    resumed = CDLEEDS(significance=0.05, window=40, max_depth=3)
+    resumed.load_state_dict({**state, "config": config})
+    assert resumed.alerts == det.alerts and resumed.n_leaves == det.n_leaves
+    other = CDLEEDS(significance=0.01, window=40, max_depth=3)
+    with pytest.raises(ValueError, match="significance=0.05"):
+        other.load_state_dict({**state, "config": config})
+
+
+def test_corrected_alpha_is_corrected_significance_with_a_warning():
+    assert corrected_significance(0.01, 8) == 0.01 * 9 / 16
+    with pytest.warns(DeprecationWarning, match="use corrected_significance"):
+        assert corrected_alpha(0.01, 8) == 0.01 * 9 / 16
+
+
+# ---------------------------------------------------------------------------- ERICS
+def _erics_run(erics: ERICS, steps: int = 400) -> ERICS:
+    """Parameter 0 of five moves its mean from 0 to 1 at step 100."""
+    mu = torch.zeros(5, dtype=F64)
+    for t in range(steps):
+        mu[0] = 1.0 if t >= 100 else 0.0
+        erics.update(mu, torch.ones(5, dtype=F64))
+    return erics
+
+
+@pytest.mark.parametrize("clamp", [True, False])
+def test_erics_clamp_alpha_is_clamp_threshold_with_a_warning(clamp):
+    with pytest.warns(DeprecationWarning, match="ERICS: clamp_alpha is deprecated, use clamp_thr"):
+        old = ERICS(beta=1.1e-3, reference_compat=True, clamp_alpha=clamp)
+    new = ERICS(beta=1.1e-3, reference_compat=True, clamp_threshold=clamp)
+    assert old.clamp_threshold is new.clamp_threshold is clamp
+    _erics_run(old, 1100), _erics_run(new, 1100)
+    assert list(old.threshold_trace) == list(new.threshold_trace)
+    assert old.alert_steps == new.alert_steps
+    # the decay factor 1 - beta * Delta turns negative at Delta > 1 / beta (about 909 steps
+    # after the last alert, before step 149): only the unclamped threshold goes below 0
+    assert (min(new.threshold_trace) >= 0.0) is clamp
+    params = old._get_params()
+    assert params["clamp_threshold"] is clamp and params["clamp_alpha"] is None
+    assert params == new._get_params()
+
+
+def test_erics_refuses_clamp_alpha_with_clamp_threshold():
+    with pytest.raises(TypeError, match="got both clamp_alpha=True and clamp_threshold=False"):
+        ERICS(clamp_alpha=True, clamp_threshold=False)
+
+
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        ("alpha", "threshold"),
+        ("partial_alpha", "partial_threshold"),
+        ("alpha_trace", "threshold_trace"),
+        ("clamp_alpha", "clamp_threshold"),
+    ],
+)
+def test_erics_old_attribute_names_warn_and_give_the_new_values(old, new):
+    erics = _erics_run(ERICS())
+    with pytest.warns(DeprecationWarning, match=f"ERICS: {old} is deprecated, use {new}"):
+        value = getattr(erics, old)
+    expected = getattr(erics, new)
+    if isinstance(expected, torch.Tensor):
+        torch.testing.assert_close(value, expected)
+    else:
+        assert value == expected
+    assert erics.threshold == erics.threshold_trace[-1]
+
+
+# ---------------------------------------------------------------------------- iPDP
+def _model(Z: torch.Tensor) -> torch.Tensor:
+    return Z[:, 0] ** 2 + 3 * Z[:, 1]
+
+
+def _rows() -> torch.Tensor:
+    g = torch.Generator().manual_seed(0)
+    return torch.rand(400, 3, generator=g, dtype=F64) * 2 - 1
+
+
+def _ipdp_run(ipdp: IncrementalPDP) -> IncrementalPDP:
+    X = _rows()
+    for start in range(0, len(X), 20):
+        ipdp.explain(X[start:start + 20])
+    return ipdp
+
+
+def test_ipdp_feature_by_name_is_the_feature_by_index():
+    names = ["a", "b", "c"]
+    by_name = _ipdp_run(IncrementalPDP(_model, "b", feature_names=names, grid_size=5, alpha=0.05))
+    by_index = _ipdp_run(IncrementalPDP(_model, 1, grid_size=5, alpha=0.05))
+    assert by_name.feature == 1
+    torch.testing.assert_close(by_name.pd, by_index.pd)
+    # the PD of 3 x1 is linear: its values at the smoothed points are 3 * grid + E[x0^2]
+    pd, grid = by_name.pd, by_name.grid
+    torch.testing.assert_close(pd - 3 * grid, torch.full_like(pd, (pd - 3 * grid).mean()))
+    assert by_name.feature_names == names and by_name.feature_name == "b"
+    assert by_name.name == "ipdp/b" and by_index.name == "ipdp/x1"
+    assert by_name.importance_dict().keys() == {"a", "b", "c"}
+    assert by_index.feature_names == ["x0", "x1", "x2"]
+
+
+def test_ipdp_feature_name_warns_and_labels_the_explained_feature():
+    with pytest.warns(DeprecationWarning, match="IncrementalPDP: feature_name is deprecated, use "
+                                                "feature_names"):
+        old = IncrementalPDP(_model, 1, grid_size=5, alpha=0.05, feature_name="b")
+    new = IncrementalPDP(_model, 1, feature_names=["x0", "b", "x2"], grid_size=5, alpha=0.05)
+    _ipdp_run(old), _ipdp_run(new)
+    assert old.feature_name == new.feature_name == "b" and old.name == new.name == "ipdp/b"
+    assert old.feature_names == new.feature_names == ["x0", "b", "x2"]
+    torch.testing.assert_close(old.pd, new.pd)
+    assert old.as_dict() == new.as_dict()
+
+
+def test_ipdp_refuses_feature_name_with_feature_names():
+    with pytest.raises(TypeError, match="got both feature_name='b' and feature_names"):
+        IncrementalPDP(_model, 1, feature_name="b", feature_names=["a", "b", "c"])
+
+
+@pytest.mark.parametrize(
+    "feature, names, message",
+    [
+        ("b", None, "feature 'b' is a name: pass feature_names="),
+        ("d", ["a", "b", "c"], r"feature 'd' is not one of feature_names \['a', 'b', 'c'\]"),
+        (3, ["a", "b", "c"], "feature index 3 is out of range for the 3 feature_names"),
+        (0, ["a", "a"], r"feature_names must be unique, duplicated: \['a'\]"),
+    ],
+)
+def test_ipdp_checks_the_feature_against_the_names(feature, names, message):
+    with pytest.raises(ValueError, match=message):
+        IncrementalPDP(_model, feature, feature_names=names)
+
+
+def test_ipdp_checks_the_width_of_x_against_the_names():
+    ipdp = IncrementalPDP(_model, 0, feature_names=["a", "b"])
+    with pytest.raises(ValueError, match="X has 3 columns but feature_names names 2"):
+        ipdp.explain(_rows()[:10])
+
+
+# ---------------------------------------------------------------------------- seeds
+def _public_objects() -> dict[str, object]:
+    out: dict[str, object] = {}
+    for info in pkgutil.walk_packages(torchstream.__path__, "torchstream."):
+        if any(part.startswith("_") for part in info.name.split(".")):
+            continue  # private modules (and __main__)
+        with warnings.catch_warnings():  # deprecated modules warn on import
+            warnings.simplefilter("ignore", DeprecationWarning)
+            module = importlib.import_module(info.name)
+        for name in getattr(module, "__all__", ()):
+            obj = getattr(module, name)
+            if inspect.isclass(obj):
+                out.setdefault(f"{obj.__module__}.{obj.__qualname__}", obj)
+    return out
+
+
+def test_every_public_constructor_with_a_seed_defaults_to_zero():
+    seeded = {}
+    for name, cls in _public_objects().items():
+        try:
+            parameters = inspect.signature(cls.__init__).parameters  # type: ignore[misc]
+        except (TypeError, ValueError):
+            continue
+        if "seed" in parameters:
+            seeded[name] = parameters["seed"].default
+    assert len(seeded) >= 20  # streams, learners, runner, explainers, storages, heads, ...
+    assert {k: v for k, v in seeded.items() if v != 0} == {}
+
+
+def test_default_seeded_objects_draw_alike():
+    a, b = DistributedKFold(k=5), DistributedKFold(k=5)
+    X, y = torch.zeros(4, 2), torch.zeros(4)
+    plans = [(s.plan(t, X, y, last=False).testers.tolist()) for s in (a, b) for t in range(20)]
+    assert plans[:20] == plans[20:]
+    pdp = [_ipdp_run(IncrementalPDP(_model, 0, grid="quantile", entrance_prob=0.3))
+           for _ in range(2)]
+    torch.testing.assert_close(pdp[0].grid, pdp[1].grid)
+
+
+def test_seed_none_still_draws_a_fresh_seed_and_records_it():
+    seeds = {DistributedKFold(k=5, seed=None).seed for _ in range(3)}
+    assert len(seeds) == 3  # 64-bit seeds from the operating system
+    assert get_strategy("kfold", run_seed=None, k=3).seed not in seeds
+    assert get_strategy("kfold", k=3).seed != 0  # no run seed: fresh, as documented
