@@ -277,6 +277,13 @@ class LearnerBase(Base):
         """Know ``classes`` (the stream's labels, in code order); learners without classes
         ignore them."""
 
+    def state_dict(self) -> dict[str, Any]:
+        """The settings only: a learner with state overrides this (and ``load_state_dict``)."""
+        return {"settings": self._settings()}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self._check_settings(state)
+
 
 class LearnerAdapter(LearnerBase):
     """A foreign learner (``__call__(X)`` and ``learn(X, y)``) in the :class:`Learner` shape,
@@ -317,6 +324,8 @@ class LearnerAdapter(LearnerBase):
 
     def learn(self, X: torch.Tensor, y: torch.Tensor) -> None:
         out = self.learner.learn(X, y)  # type: ignore[attr-defined]
+        if out is None:  # the contract's form: the learner keeps its own last_loss, if any
+            out = getattr(self.learner, "last_loss", None)
         self._loss = float("nan") if out is None else float(out)
 
     @property
