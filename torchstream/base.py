@@ -93,6 +93,7 @@ __all__ = [
     "SinkAdapter",
     "SinkBase",
     "as_learner",
+    "new_classes",
     "as_plugin",
     "as_sink",
 ]
@@ -283,6 +284,25 @@ class LearnerBase(Base):
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self._check_settings(state)
+
+
+def new_classes(known: Sequence[Hashable], classes: Sequence[Hashable], owner: str
+                ) -> list[Hashable]:
+    """The stream's ``classes`` (in code order) that a learner knowing ``known`` still has to
+    add: ``known`` must be their beginning, so that class indices mean the same in both.
+
+    >>> new_classes(["a"], ["a", "b", "c"], "learner")
+    ['b', 'c']
+    >>> new_classes(["b"], ["a", "b"], "learner")
+    Traceback (most recent call last):
+    ...
+    ValueError: the learner's classes ['b'] do not match the stream's ['a', 'b']
+    """
+    have = list(known)
+    if have != list(classes[: len(have)]):
+        raise ValueError(f"the {owner}'s classes {have!r} do not match the stream's "
+                         f"{list(classes)!r}")
+    return list(classes[len(have):])
 
 
 class LearnerAdapter(LearnerBase):

@@ -47,6 +47,7 @@ from tqdm.auto import tqdm
 
 from torchstream._version import __version__
 from torchstream.base import (
+    DriftDetector,
     Learner,
     LearnerAdapter,
     PluginBase,
@@ -303,6 +304,9 @@ class Evaluator:
         self.plugin_names = [plugin_name(p, i) for i, p in enumerate(self.plugins)]
         #: The plug-ins in the contract's shape (foreign ones wrapped once, here).
         self._plugins: list[PluginBase] = [as_plugin(p) for p in self.plugins]
+        #: The plug-ins that are drift detectors (their alarm rows are logged), else None.
+        self._detectors: list[DriftDetector | None] = [
+            p if isinstance(p, DriftDetector) else None for p in self.plugins]
         self.sinks = list(sinks)
         #: The sinks in the contract's shape (foreign ones wrapped once, here).
         self._sinks: list[SinkBase] = [as_sink(s) for s in self.sinks]
@@ -561,11 +565,7 @@ class Evaluator:
 
     def _alert_counts(self) -> list[int | None]:
         """How many alerts each plug-in with ``alerts`` has raised (None: not a detector)."""
-        counts: list[int | None] = []
-        for p in self.plugins:
-            alerts = getattr(p, "alerts", None)
-            counts.append(None if alerts is None else len(alerts))
-        return counts
+        return [None if d is None else len(d.alerts) for d in self._detectors]
 
     def _log_scalars(self, scalars: dict[str, float] | None, seen: list[int | None]) -> None:
         """Send a step's scalars to the sinks at the rows seen, with the detectors' alarm
@@ -573,11 +573,11 @@ class Evaluator:
         if not self._sinks:
             return
         alarms: dict[str, float] = {}
-        for pname, p, before in zip(self.plugin_names, self.plugins, seen):
-            if before is None:
+        for pname, d, before in zip(self.plugin_names, self._detectors, seen):
+            if d is None or before is None:
                 continue
             tag = f"alarms/{pname}"
-            rows = sorted({int(a) + 1 for a in list(getattr(p, "alerts", []))[before:]})
+            rows = sorted({int(a) + 1 for a in list(d.alerts)[before:]})
             for row in rows:
                 if scalars is None or row != self.position:
                     for sink in self._sinks:

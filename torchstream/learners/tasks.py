@@ -12,6 +12,7 @@ import pandas as pd
 import torch
 from river import base as river_base
 
+from torchstream.base import new_classes
 from torchstream.learners.network import (
     ClassProbabilities,
     ProbitLink,
@@ -202,11 +203,7 @@ class OnlineClassifier(OnlineLearner, river_base.MiniBatchClassifier):
         """Take the stream's ``classes`` in its order, so that class indices mean the same in
         both: the classes known so far must be their beginning; the others are added (the
         output layer grows)."""
-        have = list(self.classes_)
-        if have != list(classes[: len(have)]):
-            raise ValueError(f"the learner's classes {have!r} do not match the stream's "
-                             f"{list(classes)!r}")
-        for c in classes[len(have):]:
+        for c in new_classes(self.classes_, classes, "learner"):
             self._add_class(c)
         self._grow_if_needed()
 

@@ -82,6 +82,7 @@ from typing import Any, Literal
 import torch
 from river import base as river_base
 
+from torchstream.base import new_classes
 from torchstream.devices import as_device
 from torchstream.schema import match_key
 from torchstream.trees._candidates import CandidateStore
@@ -491,11 +492,7 @@ class DynamicModelTree(TreeReport, RiverRows, river_base.Classifier):
     def register_classes(self, classes: Sequence[Hashable]) -> None:
         """Take the stream's ``classes`` in its order: the classes known so far must be their
         beginning; the others are added."""
-        have = list(self.classes_)
-        if have != list(classes[: len(have)]):
-            raise ValueError(f"the tree's classes {have!r} do not match the stream's "
-                             f"{list(classes)!r}")
-        for c in classes[len(have):]:
+        for c in new_classes(self.classes_, classes, "tree"):
             self._add_class(c)
 
     def _add_class(self, label: Hashable) -> int:
