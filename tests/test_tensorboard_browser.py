@@ -46,12 +46,16 @@ def write_run(logdir: Path) -> list[str]:
     return columns
 
 
-def _card_rows(lines: list[str], title: str, n_runs: int) -> dict[str, str]:
-    """``{run: step}`` of the data table under the time-series card ``title`` (each row of the
-    table is run, smoothed, value, step, relative)."""
-    start = lines.index(title)
-    first = lines.index("Relative", start) + 1
-    return {lines[i]: lines[i + 3] for i in range(first, first + 5 * n_runs, 5)}
+def _last_steps(lines: list[str], runs: list[str]) -> dict[str, str]:
+    """``{run: last step}`` read from the time-series data tables: each table row is run,
+    smoothed, value, step, relative, so the step is the third line after the run's name (the
+    run's line in the runs panel is not followed by a value and a step; only table rows are
+    read: a run line followed three lines later by a whole number)."""
+    out: dict[str, str] = {}
+    for i, line in enumerate(lines[:-3]):
+        if line in runs and lines[i + 3].isdigit():
+            out[line] = lines[i + 3]
+    return out
 
 
 def test_explainer_charts_in_the_browser(tmp_path):
@@ -62,8 +66,10 @@ def test_explainer_charts_in_the_browser(tmp_path):
         # custom scalars: the explainers' category first, one chart per explainer holding one
         # series (a run named after the feature) per feature
         # (a tall window, so that every chart is rendered, not only those in view)
+        runs = [f"demo/{e}/{c}" for e in ("ipfi", "isage") for c in columns]
         text = dashboard_text(url, dashboard="custom_scalars",
                               wait_for=["importance", "metrics", "ipfi", "isage", f"Matches ({d})"],
+                              ready=lambda t: t.count(f"Matches ({d})") == 2,
                               screenshot=tmp_path / "custom_scalars.png", size=(1400, 2200))
         lines = text.splitlines()
         assert "ipfi" in lines and "isage" in lines and "accuracy" in lines
@@ -75,10 +81,9 @@ def test_explainer_charts_in_the_browser(tmp_path):
         # table holds every feature's run, at the last step: the number of rows (400)
         text = dashboard_text(url, dashboard="timeseries",
                               wait_for=["importance2 cards", "/isage", "Relative"],
+                              ready=lambda t: len(_last_steps(t.splitlines(), runs)) == len(runs),
                               screenshot=tmp_path / "timeseries.png", size=(1400, 2200))
         lines = text.splitlines()
-        for explainer in ("ipfi", "isage"):
-            rows = _card_rows(lines, f"/{explainer}", d)
-            assert rows == {f"demo/{explainer}/{c}": "400" for c in columns}
+        assert _last_steps(lines, runs) == {run: "400" for run in runs}
     assert (tmp_path / "custom_scalars.png").stat().st_size > 10_000
     assert (tmp_path / "timeseries.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -101,13 +101,15 @@ def dashboard_text(
     *,
     dashboard: str = "custom_scalars",
     wait_for: Sequence[str] = (),
+    ready: Callable[[str], bool] | None = None,
     screenshot: str | Path | None = None,
     scroll_to: str | None = None,
     timeout: float = 90.0,
     size: tuple[int, int] = (1400, 1000),
 ) -> str:
     """Open a TensorBoard dashboard (``#custom_scalars``, ``#timeseries``, ...) headless, wait
-    until every string of ``wait_for`` is on the page, optionally scroll the first element
+    until every string of ``wait_for`` is on the page and ``ready(text)`` holds (charts render
+    one after another), optionally scroll the first element
     whose text is ``scroll_to`` into view, save a screenshot, and return the page's text."""
     drv = _driver(*size)
     try:
@@ -116,10 +118,10 @@ def dashboard_text(
         text = ""
         while True:
             text = drv.find_element("tag name", "body").text
-            if all(w in text for w in wait_for):
+            if all(w in text for w in wait_for) and (ready is None or ready(text)):
                 break
             if time.monotonic() - start > timeout:
-                missing = [w for w in wait_for if w not in text]
+                missing = [w for w in wait_for if w not in text] or ["ready(text)"]
                 raise TimeoutError(f"{missing} not on the {dashboard} dashboard after "
                                    f"{timeout} s; the page shows: {text[:500]!r}")
             time.sleep(1.0)
