@@ -5,6 +5,11 @@ With no options it trains the ``mlp`` model spec (batches of 4 rows) on a synthe
 stream with an abrupt concept drift in its middle, explains it with iPFI, iSAGE and an iPDP of
 the first feature, logs metrics, importances and PDP pictures to TensorBoard and prints a summary
 table.
+
+iPFI and iSAGE explain the user's features: a one-hot encoded categorical feature, or a numeric
+feature with its missing-value indicator, is permuted / removed as one block and gets one
+importance under its own name (the schema's ``feature_groups()``); ``--explain-columns`` keeps
+one importance per encoded column. The iPDP explains one encoded column.
 """
 
 from __future__ import annotations
@@ -35,8 +40,8 @@ from torchstream.streams.base import Stream
 from torchstream.viz.figures import plugin_figures
 from torchstream.viz.importance import explanation_figures
 
-__all__ = ["EXPLAINERS", "add_parser", "learner_options", "make_explainers", "run_command",
-           "run_parser", "tensorboard_sink"]
+__all__ = ["EXPLAINERS", "add_parser", "explanation_groups", "grouping_line", "learner_options",
+           "make_explainers", "run_command", "run_parser", "tensorboard_sink"]
 
 EXPLAINERS = ("ipfi", "isage", "ipdp")
 
@@ -93,8 +98,14 @@ def add_parser(
                           "or 'none' (default: %(default)s)")
     run.add_argument("--explain-alpha", type=float, default=0.001,
                      help="smoothing factor of the explainers (default: %(default)s)")
-    run.add_argument("--pdp-feature", help="feature (encoded column) of the iPDP "
-                                           "(default: the first column)")
+    run.add_argument("--explain-columns", action="store_true",
+                     help="iPFI and iSAGE explain every encoded column (one-hot columns, "
+                          "missing-value indicators) instead of the features they encode "
+                          "(default: one importance per feature, its columns permuted / removed "
+                          "together)")
+    run.add_argument("--pdp-feature", help="encoded column of the iPDP (default: the first "
+                                           "column); the iPDP explains one encoded column, also "
+                                           "when iPFI and iSAGE explain whole features")
     run.add_argument("--figure-every", type=int, default=1000,
                      help="batches between the pictures in TensorBoard (importance over rows "
                           "with the drifts, iPDP) (default: %(default)s)")
@@ -134,8 +145,13 @@ def run_command(args: argparse.Namespace) -> int:
     try:
         built = make_learner(args.model, stream, learner_options(args))
         plugins = make_explainers(args, stream)
+        grouping = None
+        if any(not isinstance(p, IncrementalPDP) for p in plugins):
+            grouping = grouping_line(stream, explain_columns=args.explain_columns)
     except ValueError as e:
         raise SystemExit(f"error: {e}") from None
+    if grouping is not None:
+        print(grouping)
     learner = built.learner
     logdir = args.logdir or str(Path("runs") / f"{stream.name}-{built.name}-{stamp}")
     check_output_path(logdir, "--logdir", directory=True)
@@ -233,6 +249,7 @@ def _run_identity(args: argparse.Namespace, built: BuiltLearner) -> dict[str, An
             "scale_inputs": getattr(built.learner, "scale_inputs", None),
             "window": args.window, "explain": args.explain,
             "explain_alpha": args.explain_alpha, "pdp_feature": args.pdp_feature,
+            "explain_columns": args.explain_columns,
             "stream_options": {"stream": args.stream, "target": args.target,
                                "drop": list(args.drop), "categorical": list(args.categorical),
                                "numeric": list(args.numeric), "missing": list(args.missing),
@@ -288,7 +305,9 @@ def make_explainers(args: argparse.Namespace, stream: Stream) -> list[Explainer]
         raise ValueError(f"unknown explainers {unknown}; choose from {', '.join(EXPLAINERS)}")
     columns = list(stream.schema.columns)
     loss = "cross_entropy" if stream.task == "classification" else "mse"
-    common = {"alpha": args.explain_alpha, "feature_names": columns, "seed": args.seed}
+    groups = None if args.explain_columns else explanation_groups(stream)
+    common = {"alpha": args.explain_alpha, "feature_names": columns, "seed": args.seed,
+              "feature_groups": groups}
     out: list[Explainer] = []
     for name in names:
         if name == "ipfi":
@@ -303,6 +322,32 @@ def make_explainers(args: argparse.Namespace, stream: Stream) -> list[Explainer]
             out.append(IncrementalPDP(None, feature, feature_names=columns,
                                       alpha=args.explain_alpha, seed=args.seed))
     return out
+
+
+def explanation_groups(stream: Stream) -> dict[str, list[int]] | None:
+    """The ``feature_groups`` of iPFI and iSAGE: the schema's ``{feature: encoded columns}``
+    when a feature spans several columns (a one-hot block, a numeric feature with its
+    missing-value indicator); None when every feature is one column (the same explanation)."""
+    groups = stream.schema.feature_groups()
+    return groups if any(len(cols) > 1 for cols in groups.values()) else None
+
+
+def grouping_line(stream: Stream, *, explain_columns: bool, shown: int = 4) -> str | None:
+    """The printed line that says what iPFI and iSAGE explain: the features, with the first
+    ``shown`` features that span several columns and their column counts, or the encoded
+    columns (``--explain-columns``); None when every feature is one column."""
+    groups = stream.schema.feature_groups()
+    wide = [(name, len(cols)) for name, cols in groups.items() if len(cols) > 1]
+    if not wide:
+        return None
+    if explain_columns:
+        return (f"explanations by encoded column (--explain-columns): {stream.schema.n_columns} "
+                f"columns of {len(groups)} features")
+    parts = [f"{name} = {n} columns" for name, n in wide[:shown]]
+    if len(wide) > shown:
+        parts.append(f"{len(wide) - shown} more features of several columns")
+    return (f"explanations by feature ({len(groups)} features, {stream.schema.n_columns} encoded "
+            f"columns; --explain-columns for one per column): " + ", ".join(parts))
 
 
 def _importance_line(plugin: Explainer) -> str:

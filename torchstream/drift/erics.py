@@ -19,7 +19,19 @@ Per step (paper Eq. 8 and Fig. 2; ``M`` = ``window_mvg_average``, ``W`` =
     drift at t  <=>  D_t > T;  then T <- D_t, Delta <- 1
 
 The same test runs per parameter (or per feature, on the head's ``feature_stats()``) with its
-own threshold: *partial* drift, which says which features moved. The initial window holds the
+own threshold: *partial* drift, which says which features moved.
+
+With ``feature_groups`` (user features spanning several encoded columns, e.g. a one-hot block)
+the partial test also runs per group ``g`` on the joint diagonal Gaussian of its columns. By the
+identity above its entropy change plus KL divergence is ``1/2 sum_{c in g} (r_tc - 1)``, so the
+group's score is Eq. 8's global form restricted to the group::
+
+    MA_tg = 1/(2M) sum over the last M pairs i of |sum_{c in g} (r_ic - 1)|
+
+with its own ``D_tg`` and threshold. This is the same divergence the global test uses, on the
+feature's own distribution; an "any column alarms" rule would instead count a block of ``m``
+columns ``m`` times as likely to alarm by chance. A one-column group gives exactly its
+column's test. The initial window holds the
 starting snapshot (the head's state when ERICS is built, or ``(mu_init, sigma_init)``), so
 ``MA`` and ``D`` are 0 before anything changes; the first step sets ``T = |D_0|``. Running
 sums make a step ``O(K)``.
@@ -54,7 +66,7 @@ References
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
 import warnings
@@ -65,6 +77,7 @@ import torch
 from torchstream._deprecation import renamed
 from torchstream.base import PluginBase
 from torchstream.checkpoint import check_settings
+from torchstream.explain._groups import FeatureGroups, check_feature_groups
 from torchstream.models.distributional import ParameterDistribution
 from torchstream.models.distributional._placement import to_head
 from torchstream.typing import BatchView
@@ -199,6 +212,12 @@ class ERICS(PluginBase):
         :attr:`threshold_trace` to keep (default: the last 10,000; ``None``: all).
     clamp_alpha
         Deprecated name of ``clamp_threshold`` (warns).
+    feature_groups
+        ``{feature name: column indices}`` over the partial test's ``J`` features (e.g.
+        :meth:`torchstream.schema.Schema.feature_groups`), every column in exactly one group:
+        the partial test then also runs per group (module docstring) and :attr:`partial_alerts`
+        / :attr:`partial_detected` speak of the groups, the per-column results staying in
+        :attr:`column_partial_alerts` / :attr:`column_partial_detected`. Needs ``partial``.
 
     Attributes
     ----------
@@ -209,11 +228,20 @@ class ERICS(PluginBase):
     alert_steps
         Steps (0-based update counts) of the reported global alerts.
     partial_alerts
-        ``(step, feature)`` pairs of the reported partial alerts.
+        ``(step, feature)`` pairs of the reported partial alerts; with ``feature_groups``
+        ``(step, feature name)`` pairs of the group tests.
+    partial_detected
+        The features (indices) with a reported partial alert at the last step; with
+        ``feature_groups`` the group indices (into :attr:`feature_names`).
+    column_partial_alerts, column_partial_detected
+        The per-column ``(step, column)`` pairs and last-step column indices (equal to
+        :attr:`partial_alerts` / :attr:`partial_detected` without ``feature_groups``).
     ma, drift_statistic, threshold
         ``MA_t``, ``D_t`` and the threshold ``T_t`` tested at the last step.
     partial_ma, partial_drift_statistic, partial_threshold
         The same per feature ``[J]``.
+    feature_partial_ma, feature_partial_drift_statistic, feature_partial_threshold
+        The same per group ``[G]`` with ``feature_groups`` (else ``None``).
     alpha, partial_alpha, alpha_trace, clamp_alpha
         Deprecated names of ``threshold``, ``partial_threshold``, ``threshold_trace`` and
         ``clamp_threshold`` (they warn).
@@ -244,6 +272,16 @@ class ERICS(PluginBase):
     ...     erics.learn(X, y if t < 150 else 1 - y)
     >>> erics.alert_steps, erics.alerts  # batch 150 holds rows 15000..15099
     ([150], [15099])
+
+    Per user feature: the one-hot feature ``colour`` spans columns 1 and 2, and column 2 moves:
+
+    >>> erics = ERICS(feature_groups={"size": [0], "colour": [1, 2]})
+    >>> mu = torch.zeros(3, dtype=torch.float64)
+    >>> for t in range(300):
+    ...     mu[2] = 1.0 if t >= 100 else 0.0
+    ...     _ = erics.update(mu, torch.ones(3, dtype=torch.float64))
+    >>> erics.partial_alerts, erics.column_partial_alerts
+    ([(100, 'colour')], [(100, 2)])
     """
 
     name = "erics"
@@ -265,6 +303,7 @@ class ERICS(PluginBase):
         sigma_init: float | torch.Tensor = 1.0,
         history: int | None = 10_000,
         clamp_alpha: bool | None = None,
+        feature_groups: Mapping[str, Sequence[int]] | None = None,
     ) -> None:
         clamp_threshold = renamed(
             "clamp_alpha", clamp_alpha, "clamp_threshold", clamp_threshold, None, "ERICS"
@@ -296,6 +335,16 @@ class ERICS(PluginBase):
         self.warm_up = _int_arg(warm_up, "warm_up", 0)
         self.refractory = _int_arg(refractory, "refractory", 0)
         self.partial = bool(partial)
+        if feature_groups is not None:
+            if not self.partial:
+                raise ValueError("feature_groups needs partial=True (it groups the partial test)")
+            if not isinstance(feature_groups, Mapping):
+                raise TypeError(
+                    f"feature_groups must be a mapping {{name: column indices}}, got "
+                    f"{type(feature_groups).__name__}"
+                )
+        self.feature_groups = None if feature_groups is None else dict(feature_groups)
+        self.groups: FeatureGroups | None = None
         if history is not None:
             _int_arg(history, "history", 1)
         self.history_size = history
@@ -318,10 +367,12 @@ class ERICS(PluginBase):
         self.n_updates = 0
         self.drift_detected = False
         self.partial_detected = torch.zeros(0, dtype=torch.long)
+        self.column_partial_detected = torch.zeros(0, dtype=torch.long)
         self.alerts: list[int] = []
         self.alert_steps: list[int] = []
         self.n_rows = 0  # rows (snapshots count as their ``rows``) seen so far
-        self.partial_alerts: list[tuple[int, int]] = []
+        self.partial_alerts: list[tuple[int, int | str]] = []
+        self.column_partial_alerts: list[tuple[int, int]] = []
         self.ma_trace: deque[float] = deque(maxlen=history)
         self.drift_trace: deque[float] = deque(maxlen=history)
         self.threshold_trace: deque[float] = deque(maxlen=history)
@@ -369,10 +420,14 @@ class ERICS(PluginBase):
                 ("mu_init", "sigma_init"),
                 n,
             )
+        if self.feature_groups is not None:
+            self.groups = check_feature_groups(self.feature_groups, J)
+        n_groups = 0 if self.groups is None else self.groups.n_groups
         self._prev = prev
         self.n_params, self.n_features = K, J
         n_pairs = self.M - 1 if self.pairs == "reference" else self.M
-        self._ch = _Channel(1 + J if self.partial else 1, n_pairs, self.W, self.reference_compat)
+        size = 1 + J + n_groups if self.partial else 1
+        self._ch = _Channel(size, n_pairs, self.W, self.reference_compat)
 
     # ------------------------------------------------------------------ the test
     def _step(self, ch: _Channel, contrib: np.ndarray, t: int) -> np.ndarray:
@@ -455,6 +510,11 @@ class ERICS(PluginBase):
         if self.partial:
             rp = r if f is g else r_statistic(f[0], f[1], self._prev[2], self._prev[3])
             contrib = np.concatenate([contrib, np.abs(rp)])
+            if self.groups is not None:
+                rg = np.bincount(
+                    self.groups.column_group.numpy(), weights=rp, minlength=self.groups.n_groups
+                )
+                contrib = np.concatenate([contrib, np.abs(rg)])
         report = self._step(self._ch, contrib, t)
         self.drift_detected = bool(report[0])
         first = self.n_rows if start is None else int(start)
@@ -463,9 +523,18 @@ class ERICS(PluginBase):
             self.alert_steps.append(t)
             self.alerts.append(first + rows - 1)
         if self.partial:
-            hits = np.flatnonzero(report[1:])
-            self.partial_detected = torch.from_numpy(hits).long()
-            self.partial_alerts.extend((t, int(k)) for k in hits)
+            J = self.n_features
+            assert J is not None
+            hits = np.flatnonzero(report[1 : 1 + J])
+            self.column_partial_detected = torch.from_numpy(hits).long()
+            self.column_partial_alerts.extend((t, int(k)) for k in hits)
+            if self.groups is None:
+                self.partial_detected = self.column_partial_detected.clone()
+                self.partial_alerts.extend((t, int(k)) for k in hits)
+            else:
+                ghits = np.flatnonzero(report[1 + J :])
+                self.partial_detected = torch.from_numpy(ghits).long()
+                self.partial_alerts.extend((t, self.groups.names[g]) for g in ghits)
         self._prev = g + f
         if self.history_size is not None and len(self.ma_trace) == self.history_size:
             self._trace_start += 1
@@ -497,29 +566,47 @@ class ERICS(PluginBase):
         """The threshold tested at the last step."""
         return float("nan") if self._ch is None else float(self._ch.threshold[0])
 
+    def _columns(self, v: np.ndarray) -> torch.Tensor | None:
+        if self._ch is None or not self.partial or self.n_features is None:
+            return None
+        return torch.from_numpy(v[1 : 1 + self.n_features].copy())
+
+    def _groups(self, v: np.ndarray) -> torch.Tensor | None:
+        if self._ch is None or self.groups is None or self.n_features is None:
+            return None
+        return torch.from_numpy(v[1 + self.n_features :].copy())
+
     @property
     def partial_ma(self) -> torch.Tensor | None:
-        return (
-            None
-            if self._ch is None or not self.partial
-            else torch.from_numpy(self._ch.ma[1:].copy())
-        )
+        return None if self._ch is None else self._columns(self._ch.ma)
 
     @property
     def partial_drift_statistic(self) -> torch.Tensor | None:
-        return (
-            None
-            if self._ch is None or not self.partial
-            else torch.from_numpy(self._ch.d[1:].copy())
-        )
+        return None if self._ch is None else self._columns(self._ch.d)
 
     @property
     def partial_threshold(self) -> torch.Tensor | None:
-        return (
-            None
-            if self._ch is None or not self.partial
-            else torch.from_numpy(self._ch.threshold[1:].copy())
-        )
+        return None if self._ch is None else self._columns(self._ch.threshold)
+
+    @property
+    def feature_partial_ma(self) -> torch.Tensor | None:
+        """``MA_tg`` per feature group ``[G]`` (``None`` without ``feature_groups``)."""
+        return None if self._ch is None else self._groups(self._ch.ma)
+
+    @property
+    def feature_partial_drift_statistic(self) -> torch.Tensor | None:
+        """``D_tg`` per feature group ``[G]`` (``None`` without ``feature_groups``)."""
+        return None if self._ch is None else self._groups(self._ch.d)
+
+    @property
+    def feature_partial_threshold(self) -> torch.Tensor | None:
+        """The group thresholds ``[G]`` (``None`` without ``feature_groups``)."""
+        return None if self._ch is None else self._groups(self._ch.threshold)
+
+    @property
+    def feature_names(self) -> list[str] | None:
+        """The feature (group) names with ``feature_groups`` (known after the first update)."""
+        return None if self.groups is None else list(self.groups.names)
 
     @property
     def trace_steps(self) -> range:
@@ -555,7 +642,8 @@ class ERICS(PluginBase):
     def on_batch(self, batch: BatchView) -> dict[str, float]:
         """Runner hook: the head learns from the batch, then the ERICS update. Returns
         ``erics/ma``, ``erics/drift_statistic``, ``erics/threshold``, ``erics/drift`` (1.0 on a
-        reported alert) and ``erics/partial_drifts`` (the number of features flagged)."""
+        reported alert) and ``erics/partial_drifts`` (the number of features flagged; of
+        feature groups with ``feature_groups``)."""
         self.learn(batch.X, batch.y, start=batch.start)
         out = {
             "erics/ma": self.ma,
@@ -585,6 +673,11 @@ class ERICS(PluginBase):
             "alert_steps": list(self.alert_steps),
             "n_rows": self.n_rows,
             "partial_alerts": list(self.partial_alerts),
+            "column_partial_detected": self.column_partial_detected.clone(),
+            "column_partial_alerts": list(self.column_partial_alerts),
+            "feature_groups": None
+            if self.feature_groups is None
+            else {str(k): [int(c) for c in v] for k, v in self.feature_groups.items()},
             "traces": (list(self.ma_trace), list(self.drift_trace), list(self.threshold_trace)),
             "trace_start": self._trace_start,
             "head": None if self.head is None else self.head.state_dict(),
@@ -594,6 +687,16 @@ class ERICS(PluginBase):
         if (state["head"] is None) != (self.head is None):
             raise ValueError("state and this ERICS differ in having a head")
         check_settings(state, {"partial": self.partial}, "ERICS")
+        own = (
+            None
+            if self.feature_groups is None
+            else {str(k): [int(c) for c in v] for k, v in self.feature_groups.items()}
+        )
+        if state.get("feature_groups") != own:
+            raise ValueError(
+                f"state has feature_groups={state.get('feature_groups')}, this ERICS has "
+                f"feature_groups={own}"
+            )
         if self.head is not None:
             self.head.load_state_dict(state["head"])
         self.n_params, self.n_features = state["n_params"], state["n_features"]
@@ -610,7 +713,16 @@ class ERICS(PluginBase):
         self.alerts = [int(t) for t in state["alerts"]]
         self.alert_steps = [int(t) for t in state["alert_steps"]]
         self.n_rows = int(state["n_rows"])
-        self.partial_alerts = [(int(t), int(k)) for t, k in state["partial_alerts"]]
+        self.partial_alerts = [
+            (int(t), k if isinstance(k, str) else int(k)) for t, k in state["partial_alerts"]
+        ]
+        # states saved without feature_groups support: the partial alerts are per column
+        self.column_partial_alerts = [
+            (int(t), int(k)) for t, k in state.get("column_partial_alerts", state["partial_alerts"])
+        ]
+        self.column_partial_detected = state.get(
+            "column_partial_detected", state["partial_detected"]
+        ).clone()
         ma, d, a = state["traces"]
         self.ma_trace = deque(ma, maxlen=self.history_size)
         self.drift_trace = deque(d, maxlen=self.history_size)

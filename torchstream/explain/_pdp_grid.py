@@ -1,16 +1,19 @@
 """Helpers of :class:`~torchstream.explain.ipdp.IncrementalPDP` around the estimator: argument
-checks, the fixed grid, the range storages behind the moving grids and the evaluation points
-they give and the model's explained output at the modified rows (the ICE values)."""
+checks, the explained feature group, the fixed grid, the range storages behind the moving grids
+and the evaluation points they give and the model's explained output at the modified rows (the
+ICE values)."""
 
 from __future__ import annotations
 
 import math
 import operator
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal, NamedTuple
 
 import torch
 
 from torchstream.explain._checks import first_nonfinite
+from torchstream.explain._groups import check_feature_groups
 from torchstream.explain.storage import FrequencyStorage, RollingExtremes
 from torchstream.typing import ModelFn
 
@@ -293,3 +296,96 @@ def _select_output(out: Any, n: int, output_index: int | None, step: int) -> tor
             f"[{n}, {k}] at step {step}"
         )
     return out[:, index]
+
+
+FeatureKind = Literal["numeric", "categorical", "nullable"]
+MISSING_LABEL = "missing"
+
+
+class GroupSpec(NamedTuple):
+    """The explained feature of an :class:`~torchstream.explain.ipdp.IncrementalPDP` with
+    ``feature_groups``: its group, what kind of encoding the group is and its columns."""
+
+    name: str  # the group's name
+    position: int  # the group's position in feature_groups
+    kind: FeatureKind
+    columns: tuple[int, ...]  # the one-hot block, or (value column, missing indicator)
+    labels: tuple[str, ...]  # the category names of a one-hot block, else ()
+    group_names: tuple[str, ...]  # all group names, in order
+    n_columns: int  # the number of encoded columns the groups cover
+
+
+def _group_spec(
+    feature: Any, groups: Mapping[str, Sequence[int]], names: list[str] | None
+) -> GroupSpec:
+    """The explained group ``feature`` (a group name, or its position in ``groups``) of the
+    validated ``groups`` (covering ``len(names)`` columns, or the columns ``0..max index``
+    without names) and its kind: one column is ``"numeric"``; two columns whose second is named
+    ``"<value column>:missing"`` are a ``"nullable"`` numeric (value, missing indicator), as
+    :class:`~torchstream.schema.Schema` names them; any other group is a one-hot block
+    (``"categorical"``), its categories labelled by their column names without the
+    ``"<group>="`` prefix (``x<j>`` without names)."""
+    if not isinstance(groups, Mapping):
+        raise TypeError(
+            f"feature_groups must be a mapping {{name: column indices}}, got "
+            f"{type(groups).__name__}"
+        )
+    if names is not None:
+        width = len(names)
+    else:
+        try:
+            width = 1 + max(int(operator.index(c)) for cols in groups.values() for c in cols)
+        except (TypeError, ValueError):
+            width = 0  # check_feature_groups names the offending group
+    checked = check_feature_groups(groups, max(width, 1))
+    if isinstance(feature, str):
+        if feature not in checked.names:
+            raise ValueError(
+                f"feature {feature!r} is not one of the feature_groups {list(checked.names)}"
+            )
+        index = checked.names.index(feature)
+    else:
+        index = _int_at_least(feature, "feature", 0)
+        if index >= checked.n_groups:
+            raise ValueError(
+                f"feature index {index} is out of range for the {checked.n_groups} "
+                f"feature_groups {list(checked.names)}"
+            )
+    name, cols = checked.names[index], checked.members[index]
+    col_names = [names[j] if names is not None else f"x{j}" for j in cols]
+    labels: tuple[str, ...] = ()
+    if len(cols) == 1:
+        kind: FeatureKind = "numeric"
+    elif len(cols) == 2 and col_names[1] == f"{col_names[0]}:missing":
+        kind = "nullable"
+    else:
+        kind = "categorical"
+        prefix = f"{name}="
+        labels = tuple(c[len(prefix):] if c.startswith(prefix) else c for c in col_names)
+    return GroupSpec(name, index, kind, cols, labels, checked.names, width)
+
+
+def _check_indicator(values: torch.Tensor, column: int, name: str, step: int) -> None:
+    """Raise unless the missing indicator ``values`` (host float64 ``[B]``) are 0 or 1, naming
+    the batch row and ``column``."""
+    bad = ((values != 0) & (values != 1)).nonzero()
+    if bad.shape[0]:
+        row = int(bad[0])
+        raise ValueError(
+            f"X at step {step}: batch row {row}, column {column} ({name!r}, a missing-value "
+            f"indicator) is {float(values[row])}; it must be 0 or 1"
+        )
+
+
+def _check_onehot(X: torch.Tensor, bad: torch.Tensor, columns: tuple[int, ...], name: str,
+                  step: int) -> None:
+    """Raise where ``bad`` (host ``[B]``, nonzero at rows whose one-hot block ``columns`` of
+    ``X`` is not exactly one 1 and zeros) flags a row, naming the first and its values."""
+    rows = bad.nonzero()
+    if rows.shape[0]:
+        row = int(rows[0])
+        values = X[row, list(columns)].tolist()
+        raise ValueError(
+            f"X at step {step}: batch row {row}, the one-hot columns {list(columns)} of "
+            f"{name!r} are {values}; a one-hot row has exactly one 1 and zeros elsewhere"
+        )

@@ -20,7 +20,7 @@ import math
 import warnings
 from collections import deque
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
@@ -29,14 +29,20 @@ from torchstream.base import ExplainerBase, PluginBase
 from torchstream.checkpoint import check_settings
 from torchstream.devices import to_device
 from torchstream.explain._pdp_grid import (
+    MISSING_LABEL,
+    FeatureKind,
     GridRule,
+    GroupSpec,
     RangeStorage,
     _check_batch,
     _check_finite,
+    _check_indicator,
+    _check_onehot,
     _evaluate,
     _evaluation_points,
     _feature_index,
     _grid_settings,
+    _group_spec,
     _int_at_least,
     _range_storage,
 )
@@ -127,6 +133,38 @@ class IncrementalPDP(ExplainerBase, PluginBase):
     one call (or in chunks of ``chunk_size`` rows), under ``torch.no_grad()``, on the device of
     ``X``; ``X`` and the model are not changed.
 
+    **A user's feature as a whole** (``feature_groups``, e.g.
+    :meth:`~torchstream.schema.Schema.feature_groups` with ``feature_names=schema``).
+    ``feature`` then names a group (or gives its position) and the explained feature is that
+    group; :attr:`importance` and :attr:`feature_names` are per group ``[G]``. The group's kind
+    (:attr:`kind`) follows from its columns:
+
+    * one column: ``"numeric"``, exactly the one-column iPDP above;
+    * a one-hot block of ``k`` columns: ``"categorical"``. The grid is the category set: grid
+      point ``c`` sets the block's column ``c`` to 1 and its other columns to 0, so every row
+      given to the model is a valid encoding (exactly one hot). This is the PD of a categorical
+      feature, ``PD(c) = E[f(c, X_rest)]``, one value per category (:attr:`ice` likewise
+      ``[<= n_ice, k]``); :attr:`grid` is the category indices ``0..k-1``,
+      :attr:`grid_labels` their names (the column names without ``"<feature>="``, e.g.
+      ``"Private"`` for ``"workclass=Private"``). The grid arguments are not used (no range,
+      no warm-up; ``fixed_range`` raises) and :attr:`grid_rule` is ``"categories"``. The
+      block of every row of ``X`` must be one-hot (``ValueError`` naming the row otherwise);
+    * two columns, the second named ``"<first>:missing"`` (how a
+      :class:`~torchstream.schema.Schema` names a nullable numeric's indicator): ``"nullable"``.
+      The grid is the numeric grid above, over the *present* values only (indicator 0; a
+      missing cell's value never enters the range storage), every numeric point evaluated with
+      the indicator 0, plus one ``"missing"`` point, last: indicator 1 and the value column set
+      to what a missing cell becomes in the toolkit's tensor streams, the running mean of the
+      present values seen before the batch (0.0 before any,
+      :func:`~torchstream.schema.running_mean_fill`), see :attr:`missing_value`. Its
+      :attr:`grid` entry is NaN (it has no place on the numeric axis), its label
+      ``"missing"``; :attr:`pd` and :attr:`ice` have ``m + 1`` values (``2`` for a one-point
+      range). The indicator must be 0 or 1 (``ValueError`` naming the row otherwise).
+
+    The :attr:`score` of any of them is the same formula: the sample standard deviation of
+    :attr:`pd` over its points (over the categories of a one-hot feature, over the numeric
+    points and the missing point of a nullable numeric).
+
     Parameters
     ----------
     model_fn
@@ -134,12 +172,18 @@ class IncrementalPDP(ExplainerBase, PluginBase):
         ``[n, k]`` class probabilities); ``None`` for a plug-in that explains ``batch.learner``.
     feature
         The explained column ``S`` of ``X``: its index (checked against ``X``'s width at the
-        first batch) or its name in ``feature_names``.
+        first batch) or its name in ``feature_names``; with ``feature_groups`` a group name (or
+        the group's position).
     feature_names
         Names of the columns of ``X`` (a sequence of unique names, or a
         :class:`~torchstream.schema.Schema`; ``X`` must then have that many columns); default
         ``x0..``. They name the columns of :attr:`importance` and the explained feature in tags
-        and plots.
+        and plots; with ``feature_groups`` they give the category labels and tell a nullable
+        numeric's indicator (``"<name>:missing"``) from a one-hot block.
+    feature_groups
+        ``{feature name: encoded column indices}`` covering every column of ``X`` once (checked
+        like iPFI's): explain the group ``feature`` as one user feature (see above). None: the
+        column ``feature`` (no change to the one-column iPDP).
     grid_size
         Number ``m >= 2`` of evaluation points (ignored when ``fixed_range`` lists the points).
     alpha
@@ -176,7 +220,11 @@ class IncrementalPDP(ExplainerBase, PluginBase):
     Attributes
     ----------
     grid, pd
-        The debiased plot ``[m]`` (what :meth:`explain` returns).
+        The debiased plot ``[m]`` (``[k]`` categories, ``[m + 1]`` for a nullable numeric).
+    grid_labels
+        A label per grid point (category names, grid values, ``"missing"``).
+    kind
+        ``"numeric"``, ``"categorical"`` or ``"nullable"``.
     grid_raw, pd_raw
         The zero-initialised EMAs ``[m]`` of the paper's theorems (``c_n`` times the above).
     ice, ice_grid
@@ -187,7 +235,7 @@ class IncrementalPDP(ExplainerBase, PluginBase):
         Rows explained / rows passed to :meth:`explain` so far.
     feature_name
         The name of the explained feature (``feature_names[feature]``, default
-        ``"x<feature>"``).
+        ``"x<feature>"``; the group's name with ``feature_groups``).
 
     Examples
     --------
@@ -212,6 +260,22 @@ class IncrementalPDP(ExplainerBase, PluginBase):
     >>> [round(v, 3) for v in ipdp.importance.tolist()]  # [d]: only x0 is explained
     [0.466, nan]
 
+    A one-hot feature of a schema: one PD value per category. Here the model adds 1, 3, -1
+    for the three categories, so the PD is exactly those values and the score their sd, 2:
+
+    >>> from torchstream.schema import Feature, Schema
+    >>> schema = Schema([Feature("job", "categorical", ("Private", "State", "Self")), "age"])
+    >>> rows = [{"job": "Private", "age": 30.0}, {"job": "Self", "age": 50.0}]
+    >>> X = schema.encode(rows, dtype=torch.float64)
+    >>> f = lambda Z: Z[:, :3] @ torch.tensor([1.0, 3.0, -1.0], dtype=torch.float64)
+    >>> cat = IncrementalPDP(f, "job", feature_names=schema,
+    ...                      feature_groups=schema.feature_groups(), alpha=0.1)
+    >>> cat.explain(X)
+    >>> cat.grid.tolist(), cat.grid_labels
+    ([0.0, 1.0, 2.0], ['Private', 'State', 'Self'])
+    >>> [round(v, 12) for v in cat.pd.tolist()], round(cat.score, 12)
+    ([1.0, 3.0, -1.0], 2.0)
+
     References
     ----------
     [^1]: Muschalik, M., Fumagalli, F., Jagtani, R., Hammer, B. and Hüllermeier, E. (2023).
@@ -225,6 +289,7 @@ class IncrementalPDP(ExplainerBase, PluginBase):
         feature: int | str,
         *,
         feature_names: Sequence[str] | None = None,
+        feature_groups: Mapping[str, Sequence[int]] | None = None,
         grid_size: int = 20,
         alpha: float = 0.001,
         grid: GridRule = "rolling",
@@ -246,34 +311,51 @@ class IncrementalPDP(ExplainerBase, PluginBase):
         self.model_fn = model_fn
         renamed("feature_name", feature_name, "feature_names", feature_names, None,
                 "IncrementalPDP")
-        self.feature, self._names = _feature_index(feature, feature_names)
+        self._spec: GroupSpec | None = None
+        if feature_groups is None:
+            self.feature, self._names = _feature_index(feature, feature_names)
+        else:
+            self._names = _feature_index(0, feature_names)[1]
+            self._spec = _group_spec(feature, feature_groups, self._names)
+            self.feature = self._spec.columns[0]  # the value column, or the block's first
+        #: ``"numeric"`` (one column), ``"nullable"`` (value and missing indicator) or
+        #: ``"categorical"`` (a one-hot block; the last two only with ``feature_groups``).
+        self.kind: FeatureKind = "numeric" if self._spec is None else self._spec.kind
         self.alpha = check_alpha(alpha, "alpha")
         setup = _grid_settings(
             grid, grid_size, window, quantiles, storage_size, entrance_prob, fixed_range
         )
-        self.grid_rule: GridRule = setup.rule
+        self.grid_rule: GridRule | Literal["categories"] = setup.rule
         self.grid_size, self.window, self.quantiles = setup.grid_size, setup.window, setup.quantiles
         self.storage_size, self.entrance_prob = setup.storage_size, setup.entrance_prob
         self._fixed: torch.Tensor | None = setup.fixed
+        if self.kind == "categorical":  # the grid is the category set: 0..k-1
+            if fixed_range is not None:
+                raise ValueError(
+                    f"fixed_range is not used for the one-hot feature {self._name_of()!r}: "
+                    "its grid is its categories"
+                )
+            self.grid_rule = "categories"
+            self.grid_size = len(self._block())
+            self._fixed = torch.arange(self.grid_size, dtype=torch.float64)
+        #: 1 for a nullable numeric (its "missing" point after the numeric grid), else 0.
+        self._n_extra = 1 if self.kind == "nullable" else 0
         if output_index is not None:
             output_index = _int_at_least(output_index, "output_index", 0)
         self.output_index = output_index
         self.n_ice = _int_at_least(n_ice, "n_ice", 0)
         self.history_every = _int_at_least(history_every, "history_every", 1)
         self.history_size = _int_at_least(history_size, "history_size", 0)
-        if self._names is not None:
-            self.feature_name = self._names[self.feature]
-        else:
-            self.feature_name = f"x{self.feature}" if feature_name is None else str(feature_name)
+        self.feature_name = self._name_of(feature_name)
         self.chunk_size = None if chunk_size is None else _int_at_least(chunk_size, "chunk_size", 1)
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
             raise ValueError(f"seed must be an integer or None, got {seed!r}")
         self.seed = seed
 
-        self.storage: RangeStorage | None = _range_storage(
+        self.storage: RangeStorage | None = None if self.kind == "categorical" else _range_storage(
             grid, self.window, self.storage_size, self.entrance_prob, seed
         )
-        m = self.grid_size
+        m = self.grid_size + self._n_extra
         # one EMA of the pairs (evaluation points, ICE values): row 0 grid, row 1 PD
         self._ema = ExponentialSmoother(self.alpha, (2, m))
         self._ice = torch.zeros(0, m, dtype=torch.float64)
@@ -288,6 +370,23 @@ class IncrementalPDP(ExplainerBase, PluginBase):
         #: The evaluation point of every explained row while all met the same one-point range
         #: (a constant feature), else None; the debiased EMA of it is only equal up to rounding.
         self._point: float | None = None
+        #: Sum and count of the present values of a nullable numeric (the running mean that a
+        #: missing cell becomes, :func:`~torchstream.schema.running_mean_fill`).
+        self._present_sum = 0.0
+        self._present_n = 0
+
+    def _name_of(self, feature_name: str | None = None) -> str:
+        """The explained feature's name: its group's name with ``feature_groups``, else
+        ``feature_names[feature]``, else ``feature_name`` or ``"x<feature>"``."""
+        if self._spec is not None:
+            return self._spec.name
+        if self._names is not None:
+            return self._names[self.feature]
+        return f"x{self.feature}" if feature_name is None else str(feature_name)
+
+    def _block(self) -> tuple[int, ...]:
+        """The explained group's columns (``(feature,)`` without groups)."""
+        return (self.feature,) if self._spec is None else self._spec.columns
 
     # ------------------------------------------------------------------ results
     @property
@@ -306,28 +405,56 @@ class IncrementalPDP(ExplainerBase, PluginBase):
         for ``grid="fixed"``), or ``[1]`` where they are all one point (a constant feature);
         NaN before the first explained row."""
         if self.n_explained == 0:
-            return torch.full((self.grid_size,), math.nan, dtype=torch.float64)
+            return torch.full((self.grid_size + self._n_extra,), math.nan, dtype=torch.float64)
         if self._point is not None:  # every explained row met the same one-point range
-            return torch.tensor([self._point], dtype=self._ema.raw.dtype, device=self._ema.device)
-        if self._fixed is not None:
+            points = torch.tensor([self._point], dtype=self._ema.raw.dtype,
+                                  device=self._ema.device)
+        elif self._fixed is not None:
             points = self._fixed.to(self._ema.device, self._ema.raw.dtype)
         else:
-            points = self._ema.debiased[0]
-        return (points[:1] if self._one_point() else points).clone()
+            points = self._ema.debiased[0, : self.grid_size]
+        points = points[:1] if self._one_point() else points
+        if self._n_extra:  # the "missing" point has no place on the numeric axis
+            points = torch.cat([points, points.new_full((1,), math.nan)])
+        return points.clone()
+
+    @property
+    def grid_labels(self) -> list[str]:
+        """A label per point of :attr:`grid`: the category names of a one-hot feature (its
+        column names without the ``"<feature>="`` prefix, e.g. ``"Private"`` for
+        ``"workclass=Private"``), else the grid values (``"%.4g"``), with ``"missing"`` last
+        for a nullable numeric."""
+        if self._spec is not None and self.kind == "categorical":
+            return list(self._spec.labels)
+        numeric = self.grid[: self.grid.numel() - self._n_extra]
+        return [f"{v:.4g}" for v in numeric.tolist()] + [MISSING_LABEL] * self._n_extra
+
+    @property
+    def missing_value(self) -> float:
+        """For a nullable numeric: the debiased mean of the values its value column held at
+        the "missing" point (the running mean of the present values); NaN otherwise and before
+        the first explained row."""
+        if not self._n_extra or self.n_explained == 0:
+            return math.nan
+        return float(self._ema.debiased[0, self.grid_size])
 
     @property
     def pd(self) -> torch.Tensor:
         """Debiased PD values at :attr:`grid` (``[m]``, or ``[1]`` for a one-point grid); NaN
         before the first explained row."""
         if self.n_explained == 0:
-            return torch.full((self.grid_size,), math.nan, dtype=torch.float64)
+            return torch.full((self.grid_size + self._n_extra,), math.nan, dtype=torch.float64)
         values = self._ema.debiased[1]
-        return (values[:1] if self._one_point() else values).clone()
+        numeric = values[: self.grid_size]
+        numeric = numeric[:1] if self._one_point() else numeric
+        if self._n_extra:
+            numeric = torch.cat([numeric, values[self.grid_size:]])
+        return numeric.clone()
 
     def _one_point(self) -> bool:
         """Whether all smoothed grid points are equal (every explained row met a one-point
         range; the EMA treats the ``m`` columns alike, so they stay exactly equal)."""
-        points = self._fixed if self._fixed is not None else self._ema.raw[0]
+        points = self._fixed if self._fixed is not None else self._ema.raw[0, : self.grid_size]
         low, high = torch.aminmax(points)
         return bool(low == high)
 
@@ -366,20 +493,25 @@ class IncrementalPDP(ExplainerBase, PluginBase):
         Calling it, ``importance()``, is the older form: it still returns :attr:`score`, with
         a ``DeprecationWarning``."""
         values = torch.full((self._width(),), math.nan, dtype=torch.float64)
-        values[self.feature] = self.score
+        values[self.feature if self._spec is None else self._spec.position] = self.score
         return _CallableImportance.of(values, self.score)
 
     @property
     def feature_names(self) -> list[str]:  # type: ignore[override]
         """Names of the columns of :attr:`importance`: the given ``feature_names``, else
-        ``x<j>`` (with :attr:`feature_name` at ``feature``)."""
+        ``x<j>`` (with :attr:`feature_name` at ``feature``); the group names with
+        ``feature_groups``."""
+        if self._spec is not None:
+            return list(self._spec.group_names)
         if self._names is not None:
             return list(self._names)
         return [self.feature_name if j == self.feature else f"x{j}" for j in range(self._width())]
 
     def _width(self) -> int:
         """Columns of ``X``: known from the first batch or ``feature_names``, else at least
-        ``feature + 1``."""
+        ``feature + 1``; the number of groups with ``feature_groups``."""
+        if self._spec is not None:
+            return len(self._spec.group_names)
         if self.n_features is not None:
             return self.n_features
         return len(self._names) if self._names is not None else self.feature + 1
@@ -387,15 +519,18 @@ class IncrementalPDP(ExplainerBase, PluginBase):
     @property
     def score(self) -> float:
         """PDP-based importance: the sample standard deviation (ddof = 1) of the debiased PD
-        values over the grid (Greenwell et al. 2018); NaN before the first explained row. For a
+        values over the grid (Greenwell et al. 2018): over the categories of a one-hot feature,
+        over the numeric points and the "missing" point of a nullable numeric; NaN before the
+        first explained row. For a
         linear PD with slope ``beta`` on ``m`` equidistant points of ``[a, b]`` it is
         ``|beta| (b - a) / (m - 1) * sqrt(m (m + 1) / 12)`` (blind to the sign of ``beta``);
-        exactly 0 for a one-point grid (a constant feature)."""
+        exactly 0 for a one-point grid (a constant feature; not for a nullable numeric, whose
+        missing point is a second one)."""
         if self.n_explained == 0:
             return math.nan
-        if self._one_point():
+        if self._one_point() and not self._n_extra:
             return 0.0
-        return float(self._ema.debiased[1].std(unbiased=True))
+        return float(self.pd.std(unbiased=True))
 
     def as_dict(self) -> dict[str, object]:
         """The current plot as plain Python values."""
@@ -404,6 +539,7 @@ class IncrementalPDP(ExplainerBase, PluginBase):
             "row": self.n_seen,
             "n_explained": self.n_explained,
             "grid": self.grid.tolist(),
+            "grid_labels": self.grid_labels,
             "pd": self.pd.tolist(),
             "importance": self.score,
         }
@@ -426,16 +562,35 @@ class IncrementalPDP(ExplainerBase, PluginBase):
     def _explain(self, X: torch.Tensor, model_fn: ModelFn) -> None:
         X, d = _check_batch(X, self.feature, self.feature_name, self.n_features,
                             None if self._names is None else len(self._names))
-        values = X[:, self.feature].detach()
+        if self._spec is not None and d != self._spec.n_columns:
+            raise ValueError(
+                f"X has {d} columns but feature_groups cover {self._spec.n_columns}"
+            )
+        b = X.shape[0]
+        read = [X.sum().view(1), X[:, self.feature].detach()]
+        if self.kind == "nullable":
+            read.append(X[:, self._block()[1]].detach())
+        elif self.kind == "categorical":  # rows whose block is not one-hot
+            block = X[:, list(self._block())].detach()
+            read.append((((block != 0) & (block != 1)).any(1) | (block.sum(1) != 1)).to(X.dtype))
         # one host read: the batch's check sum, with the values the range storage keeps
-        host = torch.cat([X.sum().view(1), values]).to("cpu", torch.float64)
+        host = torch.cat(read).to("cpu", torch.float64)
         _check_finite(X, float(host[0]), self.feature, self.feature_name, self.n_batches)
+        values = host[1:1 + b]
+        if self.kind == "nullable":
+            indicator = host[1 + b:]
+            _check_indicator(indicator, self._block()[1], self.feature_name, self.n_batches)
+            values = values[indicator == 0]  # a missing cell's value is not the feature's
+        elif self.kind == "categorical":
+            _check_onehot(X, host[1 + b:], self._block(), self.feature_name, self.n_batches)
         points = _evaluation_points(self._fixed, self.storage, self.quantiles, self.grid_size)
         if points is not None:
             self._fold(X, points, model_fn)
         self.n_features = d
-        if self.storage is not None:
-            self.storage.update(host[1:])
+        if self.storage is not None and values.numel():
+            self.storage.update(values)
+        self._present_sum += float(values.sum())
+        self._present_n += int(values.numel())
         self.n_seen += X.shape[0]
         self.n_batches += 1
         self._snapshot()
@@ -449,25 +604,39 @@ class IncrementalPDP(ExplainerBase, PluginBase):
             self._move(device, acc)
         z = to_device(points, device, X.dtype)
         n_points = z.shape[0]  # m, or 1 for a one-point range
-        modified = X.detach().unsqueeze(1).expand(b, n_points, d).clone()
-        modified[:, :, self.feature] = z
+        rows = n_points + self._n_extra
+        modified = X.detach().unsqueeze(1).expand(b, rows, d).clone()
+        if self.kind == "categorical":  # grid point c: the block is the one-hot row of c
+            block = torch.tensor(self._block(), device=device)
+            modified[:, :, block] = torch.eye(m, dtype=X.dtype, device=device)
+        else:
+            modified[:, :n_points, self.feature] = z
+        if self.kind == "nullable":  # numeric points are present values, the last is missing
+            indicator = self._block()[1]
+            fill = self._present_sum / self._present_n if self._present_n else 0.0
+            modified[:, :n_points, indicator] = 0.0
+            modified[:, n_points, self.feature] = fill
+            modified[:, n_points, indicator] = 1.0
+            z = torch.cat([z, z.new_full((1,), fill)])
         ice = _evaluate(
-            model_fn, modified.reshape(b * n_points, d), output_index=self.output_index,
+            model_fn, modified.reshape(b * rows, d), output_index=self.output_index,
             chunk_size=self.chunk_size, dtype=self._ema.raw.dtype, step=self.n_batches,
-            first_row=self.n_seen, grid_size=n_points,
-        ).reshape(b, n_points)
-        if n_points != m:  # one point: its ICE value in all m columns of the EMA
-            ice, z = ice.expand(b, m), z.expand(m)
+            first_row=self.n_seen, grid_size=rows,
+        ).reshape(b, rows)
+        if n_points != m:  # one point: its ICE value in all m numeric columns of the EMA
+            ice = torch.cat([ice[:, :1].expand(b, m), ice[:, 1:]], 1)
+            z = torch.cat([z[:1].expand(m), z[1:]])
             point = float(points[0])
             self._point = point if self.n_explained == 0 or self._point == point else None
         else:
             self._point = None
+        width = m + self._n_extra
         z_acc = z.to(acc)  # the points as evaluated
-        self._ema.update(torch.stack([z_acc.expand(b, m), ice], 1))
+        self._ema.update(torch.stack([z_acc.expand(b, width), ice], 1))
         if self.n_ice:
             keep = min(b, self.n_ice)
             self._ice = torch.cat([self._ice, ice[-keep:]])[-self.n_ice :]
-            self._ice_grid = torch.cat([self._ice_grid, z_acc.expand(keep, m)])[-self.n_ice :]
+            self._ice_grid = torch.cat([self._ice_grid, z_acc.expand(keep, width)])[-self.n_ice :]
 
     def _move(self, device: torch.device, dtype: torch.dtype) -> None:
         self._ema.raw = self._ema.raw.to(device, dtype)
@@ -510,11 +679,17 @@ class IncrementalPDP(ExplainerBase, PluginBase):
             "n_batches": self.n_batches,
             "last_snapshot": self._last_snapshot,
             "point": self._point,
+            "group": None if self._spec is None else self._spec.name,
+            "kind": self.kind,
+            "present_sum": self._present_sum,
+            "present_n": self._present_n,
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        own = {"class": type(self).__name__, "feature": self.feature,
-               "grid_size": self.grid_size, "grid_rule": self.grid_rule}
+        own = {"class": type(self).__name__,
+               "group": None if self._spec is None else self._spec.name,
+               "feature": self.feature, "grid_size": self.grid_size,
+               "grid_rule": self.grid_rule}
         check_settings(state, own, "IncrementalPDP")
         device = self._ema.device
         raw = state["ema"]["raw"]
@@ -535,6 +710,8 @@ class IncrementalPDP(ExplainerBase, PluginBase):
         self._last_snapshot = int(state["last_snapshot"])
         point = state.get("point")
         self._point = None if point is None else float(point)
+        self._present_sum = float(state.get("present_sum", 0.0))
+        self._present_n = int(state.get("present_n", 0))
 
     def __repr__(self) -> str:
         return (

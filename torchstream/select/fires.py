@@ -14,6 +14,20 @@ smaller weight; at equal ``sigma`` a larger ``|mu|`` gives a larger weight; the 
 does not matter. FIRES itself only needs the per-feature ``(mu, sigma)``, so it works with any
 head (``feature_stats()``) or with raw tensors.
 
+User features that span several encoded columns (a one-hot block, a numeric feature with its
+missing-value indicator) are weighed as a whole with ``feature_groups``. The group ``g`` gets
+the maximiser of the same objective with one weight shared by all its columns,
+``sum_{c in g} (omega_g mu_c^2 - lambda_s omega_g sigma_c^2) - lambda_r omega_g^2``::
+
+    omega_g = (mu_g^2 - lambda_s sigma_g^2) / (2 lambda_r),
+    mu_g^2 = sum_{c in g} mu_c^2,   sigma_g^2 = sum_{c in g} sigma_c^2,
+
+i.e. the column formula applied to the aggregated distribution ``(||mu_g||, ||sigma_g||)``, which
+equals ``sum_{c in g} omega_c``. A signed sum of the ``mu_c`` would cancel for a one-hot block
+whose categories push in opposite directions (the block then matters most); the norm does not,
+keeps the sign invariance and properties P1 / P2 on ``(mu_g, sigma_g)``, and a one-column group
+gets exactly its column's weight.
+
 References
 ----------
 [^1]: Haug, J., Pawelczyk, M., Broelemann, K. and Kasneci, G. (2020). Leveraging model
@@ -30,9 +44,10 @@ from typing import Any
 import torch
 
 from torchstream.base import FeatureSelectorBase
+from torchstream.explain._groups import FeatureGroups, check_feature_groups
 from torchstream.models.distributional import ParameterDistribution
 
-__all__ = ["FIRES", "fires_weights", "minmax_scale"]
+__all__ = ["FIRES", "fires_group_weights", "fires_weights", "minmax_scale"]
 
 
 def fires_weights(
@@ -45,6 +60,25 @@ def fires_weights(
     [-0.5, 12.0, 10.5]
     """
     return (mu * mu - lambda_s * (sigma * sigma)) / (2.0 * lambda_r)
+
+
+def fires_group_weights(
+    mu: torch.Tensor,
+    sigma: torch.Tensor,
+    groups: FeatureGroups,
+    lambda_s: float = 0.01,
+    lambda_r: float = 0.01,
+) -> torch.Tensor:
+    """FIRES weights ``[G]`` of column groups: ``(sum mu_c^2 - lambda_s sum sigma_c^2) /
+    (2 lambda_r)`` over the columns ``c`` of each group (module docstring), i.e. the sum of the
+    column weights.
+
+    >>> g = check_feature_groups({"colour": [0, 2], "size": [1]}, 3)
+    >>> mu, sigma = torch.tensor([0.3, 0.5, -0.4]), torch.tensor([1.0, 1.0, 2.0])
+    >>> [round(v, 4) for v in fires_group_weights(mu, sigma, g).tolist()]
+    [10.0, 12.0]
+    """
+    return groups.sum_columns(fires_weights(mu, sigma, lambda_s, lambda_r))
 
 
 def minmax_scale(w: torch.Tensor) -> torch.Tensor:
@@ -102,6 +136,12 @@ class FIRES(FeatureSelectorBase):
         Names for :meth:`as_dict` and plots (default ``"x0", "x1", ...``).
     history
         How many of the most recent steps of weights / selections to keep (``None``: all).
+    feature_groups
+        ``{feature name: column indices}`` (e.g. :meth:`torchstream.schema.Schema.feature_groups`),
+        every column in exactly one group. Then ``n_selected`` counts *features*: the
+        ``n_selected`` groups with the largest group weights (module docstring) are selected as
+        whole blocks, and :attr:`selected` / :attr:`mask` hold all their columns. ``None``: every
+        column is a feature (the column-level behaviour).
 
     Attributes
     ----------
@@ -111,7 +151,14 @@ class FIRES(FeatureSelectorBase):
         ``omega``, min-max scaled if ``scale_weights``.
     selected
         Indices ``[n_selected]`` of the selected features, best first (``None`` before the
-        first update).
+        first update). With ``feature_groups``: the columns of the selected groups, the groups
+        best first, each group's columns in the given order.
+    feature_weights
+        With ``feature_groups``: ``{feature name: group weight}`` (min-max scaled over the groups
+        if ``scale_weights``); ``None`` without groups or before the first update.
+    selected_features
+        With ``feature_groups``: the names of the ``n_selected`` selected groups, best first
+        (ties towards the earlier group); ``None`` without groups or before the first update.
     n_updates
         Number of updates so far.
 
@@ -135,6 +182,14 @@ class FIRES(FeatureSelectorBase):
     >>> fires.update(torch.tensor([0.5, 0.0, -0.3]), torch.tensor([1.0, 1.0, 0.1]))
     >>> fires.selected.tolist(), {k: round(v, 3) for k, v in fires.as_dict().items()}
     ([0, 2], {'a': 12.0, 'b': -0.5, 'c': 4.495})
+
+    With a one-hot feature ``colour`` over columns 0 and 2, ``n_selected`` counts features:
+
+    >>> fires = FIRES(n_selected=1, scale_weights=False,
+    ...               feature_groups={"colour": [0, 2], "size": [1]})
+    >>> fires.update(torch.tensor([0.25, 0.5, -0.25]), torch.tensor([1.0, 1.0, 1.0]))
+    >>> fires.feature_weights, fires.selected_features, fires.selected.tolist()
+    ({'colour': 5.25, 'size': 12.0}, ['size'], [1])
     """
 
     def __init__(
@@ -147,6 +202,7 @@ class FIRES(FeatureSelectorBase):
         scale_weights: bool = True,
         feature_names: Sequence[Hashable] | None = None,
         history: int | None = 1000,
+        feature_groups: Mapping[str, Sequence[int]] | None = None,
     ) -> None:
         if isinstance(n_selected, bool) or not isinstance(n_selected, int) or n_selected < 1:
             raise ValueError(f"n_selected must be an integer >= 1, got {n_selected!r}")
@@ -187,19 +243,65 @@ class FIRES(FeatureSelectorBase):
             self._names = None
         self.n_features = n_features
         self.n_selected = n_selected
+        if feature_groups is not None and not isinstance(feature_groups, Mapping):
+            raise TypeError(
+                f"feature_groups must be a mapping {{name: column indices}}, got "
+                f"{type(feature_groups).__name__}"
+            )
+        self.feature_groups = None if feature_groups is None else dict(feature_groups)
+        self.groups: FeatureGroups | None = None
         if n_features is not None:
             self._check_k(n_features)
         self.scale_weights = bool(scale_weights)
         self.history_size = history
         self.raw_weights: torch.Tensor | None = None
+        self.raw_feature_weights: torch.Tensor | None = None
         self.selected: torch.Tensor | None = None
+        self.selected_groups: torch.Tensor | None = None
         self.n_updates = 0
         self._history: deque[tuple[int, torch.Tensor, torch.Tensor]] = deque(maxlen=history)
 
     # ------------------------------------------------------------------ checks
     def _check_k(self, d: int) -> None:
+        if self.feature_groups is not None:
+            self.groups = check_feature_groups(self.feature_groups, d)
+            if self.n_selected > self.groups.n_groups:
+                raise ValueError(
+                    f"n_selected={self.n_selected} exceeds the number of feature groups "
+                    f"{self.groups.n_groups}"
+                )
+            return
         if self.n_selected > d:
             raise ValueError(f"n_selected={self.n_selected} exceeds the number of features {d}")
+
+    def set_feature_groups(self, feature_groups: Mapping[str, Sequence[int]]) -> None:
+        """Weigh and select ``feature_groups`` (see the class parameters) from now on; only
+        before the first update, since the kept history is per selection."""
+        if self.n_updates or self.raw_weights is not None:
+            raise RuntimeError("feature_groups can only be set before the first update")
+        if not isinstance(feature_groups, Mapping):
+            raise TypeError(
+                f"feature_groups must be a mapping {{name: column indices}}, got "
+                f"{type(feature_groups).__name__}"
+            )
+        old = self.feature_groups
+        self.feature_groups = dict(feature_groups)
+        if self.n_features is not None:
+            try:
+                self._check_k(self.n_features)
+            except (TypeError, ValueError):
+                self.feature_groups = old
+                raise
+        self._history = deque(maxlen=self.history_size)
+
+    @property
+    def _history_width(self) -> int:
+        """Columns per history row of ``selected``: ``n_selected``, or with groups the most
+        columns ``n_selected`` groups can have."""
+        if self.groups is None:
+            return self.n_selected
+        sizes = sorted((len(m) for m in self.groups.members), reverse=True)
+        return sum(sizes[: self.n_selected])
 
     def _check_stats(self, mu: Any, sigma: Any) -> tuple[torch.Tensor, torch.Tensor]:
         if not isinstance(mu, torch.Tensor) or not isinstance(sigma, torch.Tensor):
@@ -245,11 +347,23 @@ class FIRES(FeatureSelectorBase):
         mu, sigma = self._check_stats(mu, sigma)
         omega = fires_weights(mu, sigma, self.lambda_s, self.lambda_r)
         self.raw_weights = omega
-        order = torch.sort(omega, descending=True, stable=True).indices
-        self.selected = order[: self.n_selected].clone()
+        if self.groups is None:
+            order = torch.sort(omega, descending=True, stable=True).indices
+            self.selected = order[: self.n_selected].clone()
+            row = self.selected.cpu()
+        else:
+            omega_g = self.groups.sum_columns(omega)
+            self.raw_feature_weights = omega_g
+            top = torch.sort(omega_g, descending=True, stable=True).indices[: self.n_selected]
+            self.selected_groups = top.clone()
+            cols = [c for g in top.tolist() for c in self.groups.members[g]]
+            self.selected = torch.tensor(cols, dtype=torch.long, device=omega.device)
+            # rows padded to a fixed width by repeating the best column: as a set, the selection
+            pad = self._history_width - len(cols)
+            row = torch.tensor(cols + [cols[0]] * pad, dtype=torch.long)
         weights = self.weights
         assert weights is not None  # raw_weights was set above
-        self._history.append((self.n_updates, weights.cpu().clone(), self.selected.cpu()))
+        self._history.append((self.n_updates, weights.cpu().clone(), row))
         self.n_updates += 1
 
     # ------------------------------------------------------------------ views
@@ -274,6 +388,24 @@ class FIRES(FeatureSelectorBase):
         m[self.selected] = True
         return m
 
+    @property
+    def feature_weights(self) -> dict[str, float] | None:
+        """``{feature name: group weight}`` with ``feature_groups`` (scaled like :attr:`weights`);
+        ``None`` without groups or before the first update."""
+        if self.groups is None or self.raw_feature_weights is None:
+            return None
+        w = self.raw_feature_weights
+        w = minmax_scale(w) if self.scale_weights else w
+        return dict(zip(self.groups.names, w.tolist()))
+
+    @property
+    def selected_features(self) -> list[str] | None:
+        """Names of the ``n_selected`` selected feature groups, best first; ``None`` without
+        groups or before the first update."""
+        if self.groups is None or self.selected_groups is None:
+            return None
+        return [self.groups.names[g] for g in self.selected_groups.tolist()]
+
     def as_dict(self) -> dict[Hashable, float]:
         """``{feature name: weight}`` (scaled if ``scale_weights``); empty before any update."""
         w = self.weights
@@ -284,14 +416,16 @@ class FIRES(FeatureSelectorBase):
     @property
     def history(self) -> dict[str, object]:
         """The kept steps: ``{"steps": [t], "weights": [n, d], "selected": [n, k],
-        "feature_names": [...], "n_features": d}`` (weights as reported, on the CPU)."""
+        "feature_names": [...], "n_features": d}`` (weights as reported, on the CPU). With
+        ``feature_groups`` a ``selected`` row holds the selected columns, padded to the widest
+        possible selection by repeating its first entry (read as a set it is the selection)."""
         d = self.n_features or 0
         if self._history:
             weights = torch.stack([w for _, w, _ in self._history])
             selected = torch.stack([s for _, _, s in self._history])
         else:
             weights = torch.zeros(0, d, dtype=torch.float64)
-            selected = torch.zeros(0, self.n_selected, dtype=torch.long)
+            selected = torch.zeros(0, self._history_width, dtype=torch.long)
         return {
             "steps": [t for t, _, _ in self._history],
             "weights": weights,
@@ -308,6 +442,12 @@ class FIRES(FeatureSelectorBase):
             "n_selected": self.n_selected,
             "raw_weights": None if self.raw_weights is None else self.raw_weights.clone(),
             "selected": None if self.selected is None else self.selected.clone(),
+            "raw_feature_weights": None
+            if self.raw_feature_weights is None
+            else self.raw_feature_weights.clone(),
+            "selected_groups": None
+            if self.selected_groups is None
+            else self.selected_groups.clone(),
             "n_updates": self.n_updates,
             "history": [(t, w.clone(), s.clone()) for t, w, s in self._history],
             "head": None if self.head is None else self.head.state_dict(),
@@ -329,6 +469,13 @@ class FIRES(FeatureSelectorBase):
         rw, sel = state["raw_weights"], state["selected"]
         self.raw_weights = None if rw is None else rw.clone()
         self.selected = None if sel is None else sel.clone()
+        rfw, sg = state.get("raw_feature_weights"), state.get("selected_groups")
+        if (sg is None) != (self.feature_groups is None or sel is None):
+            raise ValueError("state and this FIRES differ in having feature_groups")
+        if self.n_features is not None and self.feature_groups is not None:
+            self._check_k(self.n_features)
+        self.raw_feature_weights = None if rfw is None else rfw.clone()
+        self.selected_groups = None if sg is None else sg.clone()
         self.n_updates = int(state["n_updates"])
         self._history = deque(
             ((int(t), w.clone(), s.clone()) for t, w, s in state["history"]),

@@ -15,7 +15,7 @@ References
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
@@ -39,7 +39,9 @@ class FIRESSelector(FeatureSelectorBase, PluginBase):
     * ``on_batch(batch)``: :meth:`learn` from the raw ``X`` (``fires.learn``, then the
       stability of the last ``stability_window`` selections); returns :meth:`scalars`,
       ``{"fires/<feature>": weight, ..., "fires/stability": FSS}`` (FSS is ``nan`` until the
-      window is full).
+      window is full). With feature groups the ``<feature>`` weights are the group weights
+      (:attr:`FIRES.feature_weights`), the column weights follow as ``"fires/column/<column>"``,
+      and the stability compares the selected features (groups), not columns.
 
     Its figures (weights over time, the selection heat map) are drawn from :attr:`fires`'s
     ``history`` by :func:`torchstream.viz.figures.plugin_figures`.
@@ -56,6 +58,10 @@ class FIRESSelector(FeatureSelectorBase, PluginBase):
         Number of recent selections compared by the stability measure (10 in the paper).
     log_weights
         Return one scalar per feature (``False``: only the stability).
+    feature_groups
+        ``{feature name: column indices}``, handed to ``fires`` (:meth:`FIRES.set_feature_groups`)
+        unless it already has the same groups: ``n_selected`` then counts features and the mask
+        keeps or replaces whole blocks of columns. ``None``: ``fires``'s own setting.
 
     Examples
     --------
@@ -79,6 +85,7 @@ class FIRESSelector(FeatureSelectorBase, PluginBase):
         baseline: float | torch.Tensor = 0.0,
         stability_window: int = 10,
         log_weights: bool = True,
+        feature_groups: Mapping[str, Sequence[int]] | None = None,
     ) -> None:
         if not isinstance(fires, FIRES):
             raise TypeError(f"fires must be a FIRES, got {type(fires).__name__}")
@@ -101,8 +108,16 @@ class FIRESSelector(FeatureSelectorBase, PluginBase):
             self.baseline = float(baseline)
         else:
             raise TypeError(f"baseline must be a number or a tensor, got {baseline!r}")
+        if feature_groups is not None:
+            if fires.feature_groups is None:
+                fires.set_feature_groups(feature_groups)
+            elif {str(k): list(v) for k, v in fires.feature_groups.items()} != {
+                str(k): list(v) for k, v in feature_groups.items()
+            }:
+                raise ValueError("feature_groups differs from the feature_groups of fires")
         self.fires = fires
-        self.stability = StabilityTracker(d, window=stability_window)
+        n_sets = d if fires.groups is None else fires.groups.n_groups
+        self.stability = StabilityTracker(n_sets, window=stability_window)
         self.log_weights = bool(log_weights)
         self._raw: tuple[int, torch.Tensor] | None = None
         #: The stability of the last ``stability_window`` selections after the last update.
@@ -141,16 +156,26 @@ class FIRESSelector(FeatureSelectorBase, PluginBase):
     def learn(self, X: torch.Tensor, y: torch.Tensor | None) -> None:
         """FIRES learns from the raw batch; then the stability update (:meth:`scalars`)."""
         self.fires.learn(*to_head(self.fires.head, X, y))
-        assert self.fires.mask is not None
-        self.last_stability = self.stability.update(self.fires.mask.cpu())
+        if self.fires.selected_groups is not None:
+            self.last_stability = self.stability.update(self.fires.selected_groups.cpu())
+        else:
+            assert self.fires.mask is not None
+            self.last_stability = self.stability.update(self.fires.mask.cpu())
 
     def scalars(self) -> dict[str, float]:
         """``{"fires/<feature>": weight, ...}`` (with ``log_weights``) and
         ``"fires/stability"`` after the last update."""
         out: dict[str, float] = {}
         if self.log_weights:
-            for name, w in self.fires.as_dict().items():
-                out[f"fires/{name}"] = w
+            groups = self.fires.feature_weights
+            if groups is None:
+                for name, w in self.fires.as_dict().items():
+                    out[f"fires/{name}"] = w
+            else:
+                for name, w in groups.items():
+                    out[f"fires/{name}"] = w
+                for name, w in self.fires.as_dict().items():
+                    out[f"fires/column/{name}"] = w
         out["fires/stability"] = self.last_stability
         return out
 
