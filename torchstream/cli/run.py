@@ -103,9 +103,10 @@ def add_parser(
                           "missing-value indicators) instead of the features they encode "
                           "(default: one importance per feature, its columns permuted / removed "
                           "together)")
-    run.add_argument("--pdp-feature", help="encoded column of the iPDP (default: the first "
-                                           "column); the iPDP explains one encoded column, also "
-                                           "when iPFI and iSAGE explain whole features")
+    run.add_argument("--pdp-feature", help="feature of the iPDP (default: the first); a "
+                                           "categorical feature gets one point per category, a "
+                                           "numeric one with missing cells a 'missing' point; "
+                                           "with --explain-columns an encoded column")
     run.add_argument("--figure-every", type=int, default=1000,
                      help="batches between the pictures in TensorBoard (importance over rows "
                           "with the drifts, iPDP) (default: %(default)s)")
@@ -315,6 +316,14 @@ def make_explainers(args: argparse.Namespace, stream: Stream) -> list[Explainer]
         elif name == "isage":
             out.append(IncrementalSAGE(None, loss, len(columns), empty_prediction="imputed",
                                        **common))
+        elif groups is not None:  # a feature as a whole: one point per category, or "missing"
+            feature = args.pdp_feature or next(iter(groups))
+            if feature not in groups:
+                raise ValueError(f"--pdp-feature {feature!r} is not a feature; features: "
+                                 f"{list(groups)} (--explain-columns explains encoded columns)")
+            out.append(IncrementalPDP(None, feature, feature_groups=groups,
+                                      feature_names=columns, alpha=args.explain_alpha,
+                                      seed=args.seed))
         else:
             feature = args.pdp_feature or columns[0]
             if feature not in columns:
