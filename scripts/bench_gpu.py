@@ -18,9 +18,9 @@ With ``--compile`` the explainers' and the learner's model is also run through
 ``torch.compile`` (rows marked ``compiled``; CUDA only, the compile time is excluded and
 reported).
 
-CPU timings use one torch thread (``--cpu-threads``), CUDA timings synchronise before reading the clock; the table
-gives the median milliseconds per step over ``--repeats`` runs of ``--steps`` steps, and the
-CPU / CUDA ratio. On CUDA every workload is also run once under
+CPU timings use one torch thread (``--cpu-threads``), CUDA timings synchronise before reading
+the clock; the table gives the median milliseconds per step over ``--repeats`` runs of
+``--steps`` steps, and the CPU / CUDA ratio. On CUDA every workload is also run once under
 ``torch.cuda.set_sync_debug_mode("warn")``: ``syncs`` is the number of host-device
 synchronisations in one step, and ``--json`` lists where in the package each one happens.
 Without a CUDA device only the CPU column is measured, and the script says so.

@@ -32,6 +32,15 @@ def data_dir() -> Iterator[Path]:
         yield path
 
 
+@pytest.fixture
+def adult_csv(data_dir: Path) -> Path:
+    """The shared adult.csv; the test is skipped, with the path, where it is not available."""
+    path = data_dir / "adult.csv"
+    if not path.is_file():
+        pytest.skip(f"{path} is not available")
+    return path
+
+
 @pytest.fixture(scope="session", autouse=True)
 def checkpoint_key_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """Checkpoint signing keys of the tests live in a temporary ``$TORCHSTREAM_HOME``, never in

@@ -14,7 +14,6 @@ from torchstream.cli import main
 from torchstream.sinks.base import escape_run_name
 from torchstream.streams.csv_reader import read_csv
 
-ADULT = Path("/work/shared/data/adult.csv")
 COLUMNS = ["colour=a", "colour=b", "colour=c", "size", "size:missing"]
 
 
@@ -124,11 +123,10 @@ def test_resume_with_the_other_choice_is_refused_naming_the_key(tmp_path, capsys
     assert "resumed from" in capsys.readouterr().out
 
 
-@pytest.mark.skipif(not ADULT.is_file(), reason=f"{ADULT} is not available")
-def test_adult_end_to_end_by_feature(tmp_path, capsys):
+def test_adult_end_to_end_by_feature(tmp_path, capsys, adult_csv):
     # --n-samples sizes synthetic streams only; a CSV stream is read whole: take a head
     head = tmp_path / "adult_head.csv"
-    with ADULT.open(encoding="utf-8") as f:
+    with adult_csv.open(encoding="utf-8") as f:
         head.write_text("".join(next(f) for _ in range(2001)))  # header + 2,000 rows
     groups = read_csv(head, "income").schema.feature_groups()
     assert "workclass" in groups and len(groups["workclass"]) > 1  # a one-hot block

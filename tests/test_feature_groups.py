@@ -24,7 +24,6 @@ F64 = torch.float64
 #: Category frequencies of the one-hot feature "c" (columns 0..2).
 P = torch.tensor([0.5, 0.3, 0.2], dtype=F64)
 GROUPS = {"c": [0, 1, 2], "u": [3], "v": [4]}
-ADULT = Path("/work/shared/data/adult.csv")
 
 
 def draw_rows(n: int, generator: torch.Generator) -> torch.Tensor:
@@ -229,9 +228,8 @@ def test_local_group_sums_keep_completeness() -> None:
 
 
 # --------------------------------------------------------------------------- (f) adult
-@pytest.mark.skipif(not ADULT.exists(), reason=f"{ADULT} is not available")
-def test_adult_ipfi_with_schema_groups() -> None:
-    stream = read_csv(ADULT, "income", nrows=3000)
+def test_adult_ipfi_with_schema_groups(adult_csv: Path) -> None:
+    stream = read_csv(adult_csv, "income", nrows=3000)
     schema = stream.schema
     X = torch.as_tensor(stream.X, dtype=F64)
     y = torch.as_tensor(stream.y).to(F64)

@@ -300,15 +300,13 @@ def test_figure_draws_categories_as_labelled_bars_and_missing_as_a_level() -> No
 
 
 # --------------------------------------------------------------------------- real data
-ADULT = Path("/work/shared/data/adult.csv")
 
 
-@pytest.mark.skipif(not ADULT.exists(), reason=f"{ADULT} is not available")
-def test_adult_workclass_pd_per_category() -> None:
+def test_adult_workclass_pd_per_category(adult_csv: Path) -> None:
     """A linear model on the encoded adult rows: the PD of ``workclass`` at a category is its
     weight plus the same smoothed rest for every category, and every evaluated row has one hot
     in the block."""
-    stream = read_csv(ADULT, "income", nrows=2000)
+    stream = read_csv(adult_csv, "income", nrows=2000)
     schema = stream.schema
     X = torch.as_tensor(stream.X, dtype=F64)
     block = schema.feature_columns("workclass")

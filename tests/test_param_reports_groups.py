@@ -250,12 +250,10 @@ def test_erics_groups_state_roundtrip_and_checks() -> None:
 
 
 # ---------------------------------------------------------------------------- adult
-ADULT = Path("/work/shared/data/adult.csv")
 
 
-@pytest.mark.skipif(not ADULT.exists(), reason=f"{ADULT} is not available")
-def test_adult_fires_and_erics_report_the_schema_features() -> None:
-    stream = read_csv(ADULT, "income", nrows=3000)
+def test_adult_fires_and_erics_report_the_schema_features(adult_csv: Path) -> None:
+    stream = read_csv(adult_csv, "income", nrows=3000)
     groups = stream.schema.feature_groups()
     X = torch.as_tensor(stream.X, dtype=F64)
     X = (X - X.mean(0)) / X.std(0).clamp_min(1e-9)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+import io
 import itertools
 import math
 import pickle
@@ -23,6 +24,23 @@ from torchstream.schema import Feature
 from torchstream.trees import DynamicModelTree
 from torchstream.trees.dmt import RIVER_CHECK_SKIPS as DMT_CHECK_SKIPS
 from torchstream.models import MLP
+
+
+class _OwnObjects(pickle.Unpickler):
+    """Rebuilds only what a learner or tree is made of: the package's and torch's classes,
+    containers, and the module factories of this file. Any other global in the bytes is
+    refused, so the round trip can never run code it was not written to run."""
+
+    def find_class(self, module: str, name: str) -> object:
+        if module == __name__ or module.split(".")[0] in ("torchstream", "torch", "collections") \
+                or (module, name) == ("builtins", "dict"):
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"a learner's pickle refers to {module}.{name}")
+
+
+def pickle_roundtrip(obj: object) -> object:
+    """``obj`` through pickle's bytes and back (our own bytes, read with :class:`_OwnObjects`)."""
+    return _OwnObjects(io.BytesIO(pickle.dumps(obj))).load()
 
 
 def small_mlp(n_features: int, n_outputs: int) -> MLP:
@@ -141,7 +159,7 @@ def test_clone_of_a_module_instance_starts_from_its_untrained_weights():
 @pytest.mark.parametrize("roundtrip", ["pickle", "deepcopy"])
 def test_trained_learner_roundtrips(make, roundtrip):
     model = make()
-    copied = pickle.loads(pickle.dumps(model)) if roundtrip == "pickle" else copy.deepcopy(model)
+    copied = pickle_roundtrip(model) if roundtrip == "pickle" else copy.deepcopy(model)
     assert type(copied) is type(model)
     rows = phishing(90)[60:] if isinstance(model, OnlineClassifier) else trump(90)[60:]
     for x, y in rows:  # predictions equal, and learning continues identically
@@ -178,7 +196,7 @@ def test_a_learner_from_a_spec_pickles():
     model = OnlineLearner.from_spec("probit", task="classification", lr=0.05)
     for x, y in phishing(30):
         model.learn_one(x, y)
-    copied = pickle.loads(pickle.dumps(model))
+    copied = pickle_roundtrip(model)
     assert copied.module.output_layer.out_features == 1  # the probit's one binary unit
     for x, _ in phishing(40)[30:]:
         assert copied.predict_proba_one(x) == model.predict_proba_one(x)
@@ -471,7 +489,7 @@ def test_dmt_params_are_stored_as_given_and_clone_is_untrained():
 @pytest.mark.parametrize("roundtrip", ["pickle", "deepcopy"])
 def test_dmt_trained_tree_roundtrips(roundtrip):
     tree = trained_tree()
-    copied = pickle.loads(pickle.dumps(tree)) if roundtrip == "pickle" else copy.deepcopy(tree)
+    copied = pickle_roundtrip(tree) if roundtrip == "pickle" else copy.deepcopy(tree)
     assert type(copied) is DynamicModelTree and copied.to_text() == tree.to_text()
     later = concept_frames(4, seed=1)
     rows = later[0][0].to_dict(orient="records")[:200]
@@ -497,3 +515,12 @@ def test_dmt_probabilities_sum_to_one_within_river_tolerance():
         assert all(0.0 <= v <= 1.0 for v in p.values())
         worst = max(worst, abs(total - 1.0))
     assert len(p) == 7 and worst < 1e-12
+
+
+def test_the_pickle_round_trip_refuses_any_other_global():
+    class Calls:
+        def __reduce__(self):
+            return (print, ("never printed",))
+
+    with pytest.raises(pickle.UnpicklingError, match="builtins.print"):
+        pickle_roundtrip(Calls())

@@ -4,7 +4,8 @@
 (:mod:`~torchstream.cli.run`); ``evaluate`` compares predictors and drift detectors
 (:mod:`~torchstream.cli.evaluate`); ``sweep`` runs a grid of ``run`` jobs
 (:mod:`~torchstream.cli.sweep`); ``reproduce`` rebuilds a paper's result
-(:mod:`~torchstream.cli.reproduce`); ``list`` names the streams, model specs, learners and reproductions.
+(:mod:`~torchstream.cli.reproduce`); ``list`` names the streams, model specs, learners and
+reproductions.
 """
 
 from __future__ import annotations

@@ -26,8 +26,8 @@ is opened at that row ``r``; once ``window`` rows after ``r`` have been seen it 
 * ``input_shift``: Welch's t statistic of the feature's mean, after minus before, over the rows
   of the two windows, ``(m_a - m_b) / sqrt(v_a / n_a + v_b / n_b)``, flagged (``input_moved``)
   when ``|t|`` exceeds the normal quantile Bonferroni-corrected over the input columns
-  (large-sample test; rows treated as independent draws); ``smd`` is the standardized mean difference
-  ``(m_a - m_b) / sqrt((v_a + v_b) / 2)``.
+  (large-sample test; rows treated as independent draws); ``smd`` is the standardized mean
+  difference ``(m_a - m_b) / sqrt((v_a + v_b) / 2)``.
 
 The report's ``kind`` is ``"real"`` when some verdict is ``"gained"`` or ``"lost"`` (the model's
 reliance changed), ``"virtual"`` when no verdict changed but some input moved, else ``"none"``.
@@ -68,8 +68,21 @@ class _Alarming(Protocol):
     alerts: list[int]
 
 
-class Change(TypedDict):
-    """One feature's entry in a report."""
+class _Column(TypedDict):
+    """How one input column moved between the two windows."""
+
+    input_shift: float
+    smd: float
+    input_moved: bool
+    mean_before: float
+    mean_after: float
+    var_before: float
+    var_after: float
+
+
+class Change(_Column):
+    """One feature's entry in a report: its importance before / after and how its input
+    moved."""
 
     explainer: str
     feature: str
@@ -79,13 +92,6 @@ class Change(TypedDict):
     bound_before: float
     bound_after: float
     evidence: float
-    input_shift: float
-    smd: float
-    input_moved: bool
-    mean_before: float
-    mean_after: float
-    var_before: float
-    var_after: float
 
 
 class Report(TypedDict):
@@ -202,12 +208,13 @@ class DriftReporter(PluginBase):
             "squares": (X * X).sum(0).tolist(),
             "metric": float(signal.sum()),
         })
-        for i, detector in enumerate(self.detectors):
-            alerts = list(detector.alerts)
+        for i, detector in enumerate(self.detectors):  # only the alerts new since last batch
+            alerts = detector.alerts
             for row in alerts[self._seen_alerts[i]:]:
                 self._pending.append((int(row), self.detector_names[i]))
             self._seen_alerts[i] = len(alerts)
-        while self._next_known < len(self.known_drifts) and self.known_drifts[self._next_known] < end:
+        known = self.known_drifts
+        while self._next_known < len(known) and known[self._next_known] < end:
             self._pending.append((self.known_drifts[self._next_known], "known"))
             self._next_known += 1
         due = [p for p in self._pending if end >= p[0] + self.window]
@@ -367,16 +374,6 @@ def _input_shift(before: list[_Entry], after: list[_Entry], z: float) -> dict[st
             "t": t, "smd": smd, "flags": flags, "moved": bool(flags.any())}
 
 
-class _Column(TypedDict):
-    input_shift: float
-    smd: float
-    input_moved: bool
-    mean_before: float
-    mean_after: float
-    var_before: float
-    var_after: float
-
-
 def _input_column(shift: Mapping[str, object], j: int, d: int, explainer: _Explained
                   ) -> _Column:
     """Input statistics of feature ``j``; NaN where the explainer's features are groups (their
@@ -412,7 +409,8 @@ def _summary(r: Report) -> str:
     reliance = ("the model relies " + ", ".join(parts)) if parts else \
         "the model's feature reliance is unchanged"
     moved = list(dict.fromkeys(c["feature"] for c in r["changes"] if c["input_moved"]))
-    inputs = ("inputs moved: " + ", ".join(f"`{f}`" for f in moved)) if moved else "inputs unchanged"
+    inputs = ("inputs moved: " + ", ".join(f"`{f}`" for f in moved) if moved
+              else "inputs unchanged")
     metric = f"{r['metric']} {r['metric_before']:.2f} → {r['metric_after']:.2f}"
     return f"after row {r['row']:,} {reliance}; {inputs}; {metric}"
 
