@@ -1,10 +1,11 @@
-"""The command line: ``torchstream run | evaluate | sweep | reproduce | list``.
+"""The command line: ``torchstream run | evaluate | sweep | reproduce | report | list``.
 
 ``run`` trains one model prequentially on a stream, explains it and logs to TensorBoard
 (:mod:`~torchstream.cli.run`); ``evaluate`` compares predictors and drift detectors
 (:mod:`~torchstream.cli.evaluate`); ``sweep`` runs a grid of ``run`` jobs
 (:mod:`~torchstream.cli.sweep`); ``reproduce`` rebuilds a paper's result
-(:mod:`~torchstream.cli.reproduce`); ``list`` names the streams, model specs, learners and
+(:mod:`~torchstream.cli.reproduce`); ``report`` draws a run's drift report again
+(:mod:`~torchstream.cli.report`); ``list`` names the streams, model specs, learners and
 reproductions.
 """
 
@@ -15,7 +16,7 @@ import difflib
 from collections.abc import Sequence
 
 from torchstream import streams
-from torchstream.cli import evaluate, reproduce, run, sweep
+from torchstream.cli import evaluate, report, reproduce, run, sweep
 from torchstream.cli.errors import CommandError, guarded
 from torchstream.cli.parser import build_parser
 from torchstream.cli.stream_options import make_stream
@@ -60,6 +61,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return sweep.sweep_command(args)
     if args.command == "reproduce":
         return reproduce.reproduce_command(args)
+    if args.command == "report":
+        return report.report_command(args)
     return _list()
 
 

@@ -21,9 +21,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import torch
-from river import drift
 
 from torchstream.cli.checks import check_device, check_output_path
+from torchstream.cli.detectors import DETECTORS, river_detector
 from torchstream.cli.stream_options import add_stream_args, make_stream
 from torchstream.drift import ErrorDetector
 from torchstream.evaluate.measures.detection import detection_measures
@@ -42,7 +42,6 @@ from torchstream.viz.evaluation import (
 
 __all__ = ["DETECTORS", "add_parser", "evaluate"]
 
-DETECTORS = ("ddm", "eddm", "hddm_a", "hddm_w", "adwin", "page_hinkley", "kswin")
 
 
 def add_parser(
@@ -79,18 +78,6 @@ def add_parser(
     return p
 
 
-def _detector(name: str) -> drift.base.DriftDetector:
-    """A new river detector by its ``--detectors`` name."""
-    makers = {
-        "ddm": drift.binary.DDM, "eddm": drift.binary.EDDM, "hddm_a": drift.binary.HDDMA,
-        "hddm_w": drift.binary.HDDMW, "adwin": drift.ADWIN, "page_hinkley": drift.PageHinkley,
-        "kswin": lambda: drift.KSWIN(seed=0),
-    }
-    if name not in makers:
-        raise ValueError(f"unknown detector {name!r}; known: {', '.join(DETECTORS)}")
-    return makers[name]()
-
-
 def evaluate(args: argparse.Namespace) -> int:
     """Run ``torchstream evaluate``: the predictors named by ``--models`` come from the learner
     factory (:func:`~torchstream.learners.registry.make_learner`), as ``run``'s model does."""
@@ -115,7 +102,7 @@ def evaluate(args: argparse.Namespace) -> int:
         learners = {n: make_learner(n, stream, options).learner for n in names}
         det_names = [] if args.detectors == "none" else [
             d.strip() for d in args.detectors.split(",") if d.strip()]
-        detectors = [ErrorDetector(_detector(d), name=f"drift_{d}") for d in det_names]
+        detectors = [ErrorDetector(river_detector(d), name=f"drift_{d}") for d in det_names]
     except ValueError as e:
         raise SystemExit(f"error: {e}") from None
     strategy_args: dict[str, Any] = {}

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-from torchstream.cli import evaluate, reproduce, run, sweep
+from torchstream.cli import evaluate, report, reproduce, run, sweep
 
 __all__ = ["build_parser"]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The parser of ``torchstream run | evaluate | sweep | reproduce | list``."""
+    """The parser of ``torchstream run | evaluate | sweep | reproduce | report | list``."""
     parser = argparse.ArgumentParser(
         prog="torchstream", description="Explainable online learning on data streams."
     )
@@ -19,5 +19,6 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_parser(sub)
     sweep.add_parser(sub)
     reproduce.add_parser(sub)
+    report.add_parser(sub)
     sub.add_parser("list", help="list the built-in streams, model specs and other learners")
     return parser

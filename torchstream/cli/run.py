@@ -27,6 +27,9 @@ import torch
 
 from torchstream.cli import learners  # noqa: F401 (registers the learner "dmt")
 from torchstream.cli.checks import check_device, check_output_path
+from torchstream.cli.detectors import DETECTORS
+from torchstream.cli.monitoring import make_monitors
+from torchstream.cli.report import REPORT_MD, ReportWriter
 from torchstream.cli.stream_options import add_stream_args, make_stream
 from torchstream.evaluate import Prequential
 from torchstream.evaluate.identity import file_identity
@@ -107,6 +110,26 @@ def add_parser(
                                            "categorical feature gets one point per category, a "
                                            "numeric one with missing cells a 'missing' point; "
                                            "with --explain-columns an encoded column")
+    run.add_argument("--detect", default="none",
+                     help="drift detectors, comma-separated: river's "
+                          f"{', '.join(DETECTORS)} on the 0/1 errors, erics (a Probit head's "
+                          "parameters, a partial test per feature; binary classification) or "
+                          "pdp (ADWIN on the iPDP's importance score); alarms go to TensorBoard "
+                          "(default: %(default)s)")
+    run.add_argument("--report", action="store_true",
+                     help="write a drift report at every alarm and known drift: report.md, "
+                          "report.json and report/*.png in the run directory, and the text and "
+                          "figures in TensorBoard at the alarm's row (needs ipfi or isage; adds "
+                          "an iPDP per feature, up to --report-pdps features)")
+    run.add_argument("--report-window", type=int,
+                     help="rows compared on each side of an alarm (default: the explainers' "
+                          "span 2 / --explain-alpha)")
+    run.add_argument("--report-settle", type=int, default=0,
+                     help="rows after an alarm left out before the after window (the model's "
+                          "time to adapt; default: %(default)s)")
+    run.add_argument("--report-pdps", type=int, default=20,
+                     help="at most this many features get an iPDP for the report (the first "
+                          "ones; default: %(default)s)")
     run.add_argument("--figure-every", type=int, default=1000,
                      help="batches between the pictures in TensorBoard (importance over rows "
                           "with the drifts, iPDP) (default: %(default)s)")
@@ -145,14 +168,19 @@ def run_command(args: argparse.Namespace) -> int:
     torch.manual_seed(args.seed)
     try:
         built = make_learner(args.model, stream, learner_options(args))
-        plugins = make_explainers(args, stream)
+        explainers = make_explainers(args, stream)
         grouping = None
-        if any(not isinstance(p, IncrementalPDP) for p in plugins):
+        if any(not isinstance(p, IncrementalPDP) for p in explainers):
             grouping = grouping_line(stream, explain_columns=args.explain_columns)
+        groups = None if args.explain_columns else explanation_groups(stream)
+        monitors = make_monitors(args, stream, explainers, groups)
     except ValueError as e:
         raise SystemExit(f"error: {e}") from None
     if grouping is not None:
         print(grouping)
+    for line in monitors.lines:
+        print(line)
+    plugins = monitors.plugins
     learner = built.learner
     logdir = args.logdir or str(Path("runs") / f"{stream.name}-{built.name}-{stamp}")
     check_output_path(logdir, "--logdir", directory=True)
@@ -165,8 +193,13 @@ def run_command(args: argparse.Namespace) -> int:
     state = None
     if args.resume:  # checked before anything is written
         state = runner.read_checkpoint(args.resume, trusted=args.trust_checkpoint)
-    runner.add_sink(tensorboard_sink(logdir, built.name, plugins,
-                                     figure_every=args.figure_every * args.batch_size))
+    sink = tensorboard_sink(logdir, built.name, explainers,
+                            figure_every=args.figure_every * args.batch_size)
+    runner.add_sink(sink)
+    writer = None
+    if monitors.reporter is not None:
+        writer = ReportWriter(logdir, sink)
+        monitors.reporter.on_report = writer
     if inference is not None:
         _write_json(Path(logdir) / "schema.json", inference.to_dict())
     if state is not None:
@@ -183,6 +216,11 @@ def run_command(args: argparse.Namespace) -> int:
         result = runner.run(args.steps if not finished else 0,
                             checkpoint_every=args.checkpoint_every,
                             checkpoint_path=args.checkpoint)
+        reporter = monitors.reporter
+        if reporter is not None and writer is not None:
+            if stream.n_samples is not None and runner.position >= stream.n_samples:
+                reporter.finish()  # the stream ended: the reports still waiting for rows
+            writer.write(reporter.reports)
     finally:
         runner.close()
     if args.checkpoint:  # the final state, also when periodic checkpoints were written
@@ -193,15 +231,22 @@ def run_command(args: argparse.Namespace) -> int:
         counts = ", ".join(f"{k} {v:,}" for k, v in sorted(divergences.items()))
         print(f"divergent steps ({getattr(learner, 'on_divergence', args.on_divergence)}): "
               f"{counts}")
-    for p in plugins:
+    for p in explainers:
         print(_importance_line(p))
     if stream.drift_positions:
         print(f"known drifts at rows {list(stream.drift_positions)}")
+    for det in monitors.detectors:
+        print(f"{_name(det)} alarms at rows {list(det.alerts)}")
+    if monitors.reporter is not None:
+        for r in monitors.reporter.reports:
+            print(f"[{r['detector']}] {r['summary']}")
+        print(f"drift report ({len(monitors.reporter.reports)} alarms, "
+              f"{monitors.reporter.seconds:.2f} s): {Path(logdir) / REPORT_MD}")
     if result.checkpoint:
         print(f"checkpoint: {result.checkpoint}")
     print(f"TensorBoard logs: tensorboard --logdir {logdir}")
     if args.result_json:
-        _write_result(Path(args.result_json), result, plugins, logdir)
+        _write_result(Path(args.result_json), result, explainers, logdir)
     return 0
 
 
@@ -220,7 +265,7 @@ def tensorboard_sink(logdir: str, model: str, plugins: Sequence[Explainer], *,
 def _check_run_args(args: argparse.Namespace) -> None:
     """Every option of ``run`` checked before a row is read or a file written."""
     for flag in ("batch_size", "log_every", "window", "n_samples", "threads", "figure_every",
-                 "steps", "checkpoint_every"):
+                 "steps", "checkpoint_every", "report_window", "report_pdps"):
         value = getattr(args, flag)
         if value is not None and value < 1:
             raise SystemExit(f"error: --{flag.replace('_', '-')} must be >= 1, got {value}")
@@ -230,6 +275,8 @@ def _check_run_args(args: argparse.Namespace) -> None:
         raise SystemExit(f"error: --lr must be a finite number > 0, got {args.lr}")
     if not 0 < args.explain_alpha <= 1:
         raise SystemExit(f"error: --explain-alpha must be in (0, 1], got {args.explain_alpha}")
+    if args.report_settle < 0:
+        raise SystemExit(f"error: --report-settle must be >= 0, got {args.report_settle}")
     check_device(args.device)
     for flag in ("checkpoint", "result_json"):
         path = getattr(args, flag)
@@ -250,7 +297,9 @@ def _run_identity(args: argparse.Namespace, built: BuiltLearner) -> dict[str, An
             "scale_inputs": getattr(built.learner, "scale_inputs", None),
             "window": args.window, "explain": args.explain,
             "explain_alpha": args.explain_alpha, "pdp_feature": args.pdp_feature,
-            "explain_columns": args.explain_columns,
+            "explain_columns": args.explain_columns, "detect": args.detect,
+            "report": args.report, "report_window": args.report_window,
+            "report_settle": args.report_settle, "report_pdps": args.report_pdps,
             "stream_options": {"stream": args.stream, "target": args.target,
                                "drop": list(args.drop), "categorical": list(args.categorical),
                                "numeric": list(args.numeric), "missing": list(args.missing),

@@ -78,6 +78,7 @@ from torchstream._deprecation import renamed
 from torchstream.base import PluginBase
 from torchstream.checkpoint import check_settings
 from torchstream.explain._groups import FeatureGroups, check_feature_groups
+from torchstream.learners.scaling import RunningStandardizer
 from torchstream.models.distributional import ParameterDistribution
 from torchstream.models.distributional._placement import to_head
 from torchstream.typing import BatchView
@@ -218,6 +219,10 @@ class ERICS(PluginBase):
         the partial test then also runs per group (module docstring) and :attr:`partial_alerts`
         / :attr:`partial_detected` speak of the groups, the per-column results staying in
         :attr:`column_partial_alerts` / :attr:`column_partial_detected`. Needs ``partial``.
+    scale_inputs
+        The head learns from inputs standardised with running statistics (updated with each
+        batch before it is used), as the online learners do; for raw inputs of very different
+        scales (default False: the inputs as given).
 
     Attributes
     ----------
@@ -304,6 +309,7 @@ class ERICS(PluginBase):
         history: int | None = 10_000,
         clamp_alpha: bool | None = None,
         feature_groups: Mapping[str, Sequence[int]] | None = None,
+        scale_inputs: bool = False,
     ) -> None:
         clamp_threshold = renamed(
             "clamp_alpha", clamp_alpha, "clamp_threshold", clamp_threshold, None, "ERICS"
@@ -349,6 +355,8 @@ class ERICS(PluginBase):
             _int_arg(history, "history", 1)
         self.history_size = history
         self.head = head
+        self.scale_inputs = bool(scale_inputs)
+        self._scaler: RunningStandardizer | None = None
         self._init: tuple[Any, Any, Any, Any] = (mu_init, sigma_init, mu_init, sigma_init)
         if head is not None:
             for attr in ("learn", "param_stats") + (("feature_stats",) if self.partial else ()):
@@ -549,6 +557,11 @@ class ERICS(PluginBase):
         batch's rows, the first at ``start``)."""
         if self.head is None:
             raise RuntimeError("ERICS has no head: feed snapshots with update(mu, sigma)")
+        if self.scale_inputs:  # running statistics, updated with the batch before it is used
+            if self._scaler is None:
+                self._scaler = RunningStandardizer(int(X.shape[1])).to(X.device)
+            self._scaler.update(X)
+            X = self._scaler.transform(X)
         self.head.learn(*to_head(self.head, X, y))
         self.update(rows=int(X.shape[0]), start=start)
 
@@ -681,12 +694,22 @@ class ERICS(PluginBase):
             "traces": (list(self.ma_trace), list(self.drift_trace), list(self.threshold_trace)),
             "trace_start": self._trace_start,
             "head": None if self.head is None else self.head.state_dict(),
+            "scale_inputs": self.scale_inputs,
+            "scaler": None if self._scaler is None else list(self._scaler.snapshot()),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         if (state["head"] is None) != (self.head is None):
             raise ValueError("state and this ERICS differ in having a head")
         check_settings(state, {"partial": self.partial}, "ERICS")
+        if bool(state.get("scale_inputs", False)) != self.scale_inputs:
+            raise ValueError(f"state has scale_inputs={state.get('scale_inputs', False)}, this "
+                             f"ERICS has scale_inputs={self.scale_inputs}")
+        self._scaler = None
+        if state.get("scaler") is not None:
+            mean, m2, n = state["scaler"]
+            self._scaler = RunningStandardizer(int(mean.numel())).to(mean.device)
+            self._scaler.restore((mean, m2, int(n)))
         own = (
             None
             if self.feature_groups is None

@@ -1,18 +1,24 @@
-"""Drift reports: what changed in the model's reliance on features around a drift alarm.
+"""Drift reports: what changed in the model's reliance on features around a drift alarm, how
+the relationship changed, whether the inputs moved, where, and what it cost.
 
 :class:`DriftReporter` is a plug-in placed *after* the explainers and drift detectors in the
 runner's plug-in list. Every batch it records, in a bounded deque, one entry per batch: the row
 range, each explainer's importance snapshot (the explainer's EMA after that batch), the batch's
-per-feature sum and sum of squares, and the primary metric signal per row (0/1 correctness of the
-arg-max prediction for classification, squared error for regression).
+per-column sum and sum of squares, and the metric signal per row (0/1 correctness of the arg-max
+prediction for classification, squared error for regression) with its sum of squares.
 
 When a detector's ``alerts`` list grows, or the stream passes a row of ``known_drifts``, a report
-is opened at that row ``r``; once ``window`` rows after ``r`` have been seen it is built from
+is opened at that row ``r`` (the iPDP curves of ``pdps`` are taken then); once ``settle +
+window`` rows after ``r`` have been seen it is built from
 
 * the *before* window: batches lying entirely in ``[r - window, r)``;
-* the *after* window: batches lying entirely in ``[r, r + window)``
+* the *after* window: batches lying entirely in ``[r + settle, r + settle + window)``
 
-(a batch that straddles ``r`` belongs to neither). For every feature of every explainer:
+(a batch that straddles a window's edge belongs to neither; ``settle`` rows, 0 by default, give
+the learner time to learn the new concept before its reliance is measured). The default window
+is the explainers' EMA span ``2 / alpha`` (the smallest ``alpha``): one span is what an EMA
+snapshot summarises. For every feature of every explainer (a feature of several encoded columns,
+``feature_groups``, counts once):
 
 * ``importance_before`` / ``importance_after``: the mean of the snapshots in each window;
 * ``bound_before`` / ``bound_after``: the half-width ``z * s / sqrt(n_eff)`` with ``s`` the
@@ -24,36 +30,78 @@ is opened at that row ``r``; once ``window`` rows after ``r`` have been seen it 
 * ``verdict``: ``"gained"`` if the intervals do not overlap and after > before, ``"lost"`` if
   they do not overlap and after < before, else ``"unchanged"``;
 * ``input_shift``: Welch's t statistic of the feature's mean, after minus before, over the rows
-  of the two windows, ``(m_a - m_b) / sqrt(v_a / n_a + v_b / n_b)``, flagged (``input_moved``)
-  when ``|t|`` exceeds the normal quantile Bonferroni-corrected over the input columns
-  (large-sample test; rows treated as independent draws); ``smd`` is the standardized mean
-  difference ``(m_a - m_b) / sqrt((v_a + v_b) / 2)``.
+  of the two windows, ``(m_a - m_b) / sqrt(v_a / n_a + v_b / n_b)`` (a feature of several
+  columns: its column with the largest ``|t|``, named in ``input_column``), flagged
+  (``input_moved``) when ``|t|`` exceeds the normal quantile Bonferroni-corrected over the input
+  columns (large-sample test; rows treated as independent draws); ``smd`` is the standardized
+  mean difference ``(m_a - m_b) / sqrt((v_a + v_b) / 2)``;
+* ``partial_drift``: an ERICS detector raised a partial alert on the feature near the alarm,
+  between ``r - window // 4`` and ``r + settle + window // 4``;
+* ``pdp_distance``: how far the shape of the feature's iPDP curve moved between ``r`` and the
+  end of the after window: the root mean square of the differences less their mean (the
+  mean, a shift of the whole curve, is the curve's ``level_shift``), when one of ``pdps``
+  explains the feature (NaN otherwise).
 
 The report's ``kind`` is ``"real"`` when some verdict is ``"gained"`` or ``"lost"`` (the model's
 reliance changed), ``"virtual"`` when no verdict changed but some input moved, else ``"none"``.
 ``changes`` are ranked by evidence: changed verdicts first, then by the gap between the
 intervals relative to their combined width, ``|after - before| / (bound_before + bound_after)``.
+``where`` lists the ERICS partial alerts and the CDLEEDS neighbourhoods that flagged a local
+change in the same span (their centroids and most distinctive columns). A detector's alarm
+within ``window // 4`` rows of an open report's row joins it (listed in ``also``): one change,
+one report (a known drift always opens its own).
 
-Memory: entries older than ``2 * window`` rows behind the newest row are dropped (a pending
-report needs at most ``window`` rows before its alarm and ``window`` rows after it).
+The cost: ``metric_before`` / ``metric_after`` over the two windows; ``metric_dropped`` when the
+after window is worse by more than ``z`` standard errors (Welch, at ``level``); then, as in the
+drift restoration time of the float evaluation (Haug et al. 2022, Eq. 3), ``rows_to_recovery``
+is the number of rows from ``r`` to the end of the first batch where the mean over the last
+``window // 4`` rows (all after ``r``) is back at ``metric_before``; it is followed for at most
+``horizon`` rows after ``r`` (``recovered`` False then; None while followed).
+
+Memory: entries older than ``2 * window + settle`` rows behind the newest row are dropped (a
+pending report needs at most ``window`` rows before its alarm and ``settle + window`` after it);
+recovery keeps the last ``window // 4`` rows' metric sums.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import time
 from collections import deque
-from collections.abc import Mapping, Sequence
-from statistics import NormalDist
-from typing import Protocol, TypedDict
+from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol, TypedDict, cast
 
 import torch
 
 from torchstream.base import PluginBase
+from torchstream.drift.cdleeds.detector import CDLEEDS
+from torchstream.drift.cdleeds.monitor import LocalChangeMonitor
+from torchstream.drift.erics import ERICS
+from torchstream.evaluate._report_format import (
+    Change,
+    Curve,
+    Region,
+    Report,
+    json_safe,
+    nan_back,
+    reports_to_json,
+    summary,
+    to_markdown,
+)
+from torchstream.evaluate._report_stats import (
+    curve_difference,
+    group_columns,
+    input_shift,
+    mean_bound,
+    sample_mean_se,
+    z_quantile,
+)
 from torchstream.evaluate.plugins import plugin_name
+from torchstream.explain.ipdp import IncrementalPDP
 from torchstream.typing import BatchView
 
-__all__ = ["DriftReporter", "Change", "Report"]
+__all__ = ["Change", "Curve", "DriftReporter", "Region", "Report"]
 
 
 class _Explained(Protocol):
@@ -65,49 +113,8 @@ class _Explained(Protocol):
 
 
 class _Alarming(Protocol):
-    alerts: list[int]
-
-
-class _Column(TypedDict):
-    """How one input column moved between the two windows."""
-
-    input_shift: float
-    smd: float
-    input_moved: bool
-    mean_before: float
-    mean_after: float
-    var_before: float
-    var_after: float
-
-
-class Change(_Column):
-    """One feature's entry in a report: its importance before / after and how its input
-    moved."""
-
-    explainer: str
-    feature: str
-    verdict: str
-    importance_before: float
-    importance_after: float
-    bound_before: float
-    bound_after: float
-    evidence: float
-
-
-class Report(TypedDict):
-    """A drift report (the JSON shape of :attr:`DriftReporter.reports`)."""
-
-    row: int
-    detector: str
-    summary: str
-    kind: str
-    metric: str
-    metric_before: float
-    metric_after: float
-    rows_before: int
-    rows_after: int
-    inputs_moved: bool
-    changes: list[Change]
+    @property
+    def alerts(self) -> list[int]: ...
 
 
 class _Entry(TypedDict):
@@ -117,20 +124,41 @@ class _Entry(TypedDict):
     sums: list[float]
     squares: list[float]
     metric: float
+    metric_sq: float
 
 
-def _z(level: float, m: int) -> float:
-    """Two-sided normal quantile with a Bonferroni correction over ``m`` tests."""
-    return NormalDist().inv_cdf(1.0 - level / (2.0 * max(m, 1)))
+class _Recovery(TypedDict):
+    """The metric's recovery after an alarm at ``row``: back at ``threshold`` (the before
+    window's mean) after ``rows_to_recovery`` rows; None while followed."""
+
+    row: int
+    threshold: float
+    recovered: bool | None
+    rows_to_recovery: int | None
 
 
-def _fmt(value: float) -> str:
-    return f"{value:.3g}" if math.isfinite(value) else "nan"
+class _Pending(_Recovery):
+    detector: str
+    also: list[str]
+    curves: list[dict[str, list[float] | list[str]]]
+
+
+class _Built(_Recovery):
+    report: int
+
+
+#: Called with every report when it is built (e.g. to write it to TensorBoard at its row).
+OnReport = Callable[["Report"], None]
+
+
+def _curve(pdp: IncrementalPDP) -> dict[str, list[float] | list[str]]:
+    return {"grid": pdp.grid.tolist(), "pd": pdp.pd.tolist(), "labels": pdp.grid_labels}
 
 
 class DriftReporter(PluginBase):
-    """Builds a report of feature-importance changes, input shifts and the metric around each
-    drift alarm (the statistics are described in the module's docstring).
+    """Builds a report of feature-importance changes, PD-curve changes, input shifts, the
+    regions of change and the metric around each drift alarm (the statistics are described in
+    the module's docstring).
 
     Parameters
     ----------
@@ -140,13 +168,26 @@ class DriftReporter(PluginBase):
         runner's plug-ins.
     detectors
         Drift detectors with an ``alerts`` list of stream rows; placed before the reporter.
+        ERICS (``partial=True``) adds its partial alerts, CDLEEDS (or a
+        :class:`~torchstream.drift.cdleeds.LocalChangeMonitor`) the regions that changed.
     window
         Rows on each side of an alarm; default ``round(2 / alpha)`` of the explainer with the
         smallest ``alpha`` (the EMA's span).
     known_drifts
         Stream rows of known drifts: a report is opened when the stream passes each.
     level
-        Family-wise error level of the importance and input tests (Bonferroni over features).
+        Family-wise error level of the importance, input and metric tests (Bonferroni over
+        features).
+    settle
+        Rows after the alarm left out before the after window starts (the learner's time to
+        adapt); default 0.
+    pdps
+        Incremental PDPs (placed before the reporter) whose curves are compared.
+    horizon
+        Rows after the alarm during which the recovery of the metric is followed (default
+        ``10 * window``).
+    on_report
+        Called with each report when it is built.
     """
 
     name = "drift_report"
@@ -159,6 +200,10 @@ class DriftReporter(PluginBase):
         window: int | None = None,
         known_drifts: Sequence[int] | None = None,
         level: float = 0.05,
+        settle: int = 0,
+        pdps: Sequence[IncrementalPDP] = (),
+        horizon: int | None = None,
+        on_report: OnReport | None = None,
     ) -> None:
         if not explainers:
             raise ValueError("explainers is empty: a drift report needs at least one explainer")
@@ -166,90 +211,246 @@ class DriftReporter(PluginBase):
             raise ValueError(f"level must be in (0, 1), got {level!r}")
         if window is None:
             window = max(1, round(2.0 / min(float(e.alpha) for e in explainers)))
-        if not isinstance(window, int) or window < 1:
-            raise ValueError(f"window must be a positive number of rows, got {window!r}")
+        for label, value, low in (("window", window, 1), ("settle", settle, 0),
+                                  ("horizon", horizon, 1)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                      or value < low):
+                raise ValueError(f"{label} must be a number of rows >= {low}, got {value!r}")
         self.explainers = list(explainers)
         self.detectors = list(detectors)
         self.window = window
         self.level = float(level)
+        self.settle = settle
+        self.pdps = list(pdps)
+        self.horizon = 10 * window if horizon is None else horizon
+        self.on_report = on_report
         self.known_drifts = sorted(int(r) for r in (known_drifts or ()))
         self.explainer_names = [plugin_name(e, i) for i, e in enumerate(self.explainers)]
         self.detector_names = [plugin_name(d, i) for i, d in enumerate(self.detectors)]
+        self.pdp_names = [plugin_name(p, i) for i, p in enumerate(self.pdps)]
+        self.recovery_rows = max(1, window // 4)
+        self._reset()
+
+    def _reset(self) -> None:
         self.reports: list[Report] = []
+        #: Seconds spent recording batches and building reports.
+        self.seconds = 0.0
         self._entries: deque[_Entry] = deque()
-        self._pending: list[tuple[int, str]] = []
+        self._pending: list[_Pending] = []
+        self._recovering: list[_Built] = []
+        self._recent: deque[tuple[int, float]] = deque()  # (rows, metric sum) of recent batches
+        self._partial: list[tuple[int, str, str]] = []  # (row, detector, feature)
+        self._regions: list[Region] = []
         self._seen_alerts = [0] * len(self.detectors)
+        self._seen_partial = [0] * len(self.detectors)
         self._next_known = 0
         self._task: str | None = None
 
     def _settings(self) -> dict[str, object]:
-        """What a state must match: the window, the known drift rows and the level."""
+        """What a state must match."""
         return {"window": self.window, "known_drifts": list(self.known_drifts),
-                "level": self.level}
+                "level": self.level, "settle": self.settle, "horizon": self.horizon,
+                "pdps": list(self.pdp_names)}
+
+    @property
+    def _columns(self) -> list[str]:
+        names = getattr(self.explainers[0], "column_names", None)
+        return list(names) if names is not None else []
 
     # ----------------------------------------------------------------------- recording
     def on_batch(self, batch: BatchView) -> Mapping[str, float] | None:
+        began = time.perf_counter()
         X = batch.X.detach().to("cpu", torch.float64)
         start, end = batch.start, batch.start + int(batch.X.shape[0])
+        signal = self._signal(batch)
+        metric = float(signal.sum())
+        self._entries.append({
+            "start": start, "end": end,
+            "snapshots": [e.importance.detach().to("cpu", torch.float64).tolist()
+                          for e in self.explainers],
+            "sums": X.sum(0).tolist(), "squares": (X * X).sum(0).tolist(),
+            "metric": metric, "metric_sq": float((signal * signal).sum()),
+        })
+        self._record_where(X, end)
+        self._open(end)
+        self._follow_recovery(end - start, metric, end)
+        span = self.settle + self.window
+        due = [p for p in self._pending if end >= p["row"] + span]
+        self._pending = [p for p in self._pending if end < p["row"] + span]
+        built = [self._add(pending) for pending in due]
+        while self._entries and self._entries[0]["start"] < end - self.window - span:
+            self._entries.popleft()
+        oldest = end - self.window - span
+        self._partial = [p for p in self._partial if p[0] >= oldest]
+        self._regions = [r for r in self._regions if r["row"] >= oldest]
+        self.seconds += time.perf_counter() - began
+        if self.on_report is not None:  # the caller's time, not the reporter's
+            for report in built:
+                self.on_report(report)
+        return {"reports": float(len(self.reports))} if due else None
+
+    def _signal(self, batch: BatchView) -> torch.Tensor:
         y_pred = batch.y_pred.detach().to("cpu")
         y = batch.y.detach().to("cpu")
         if y_pred.ndim == 2:
             self._task = "classification"
-            signal = (y_pred.argmax(1) == y.long()).to(torch.float64)
-        else:
-            self._task = "regression"
-            signal = (y_pred.to(torch.float64) - y.to(torch.float64)) ** 2
-        self._entries.append({
-            "start": start,
-            "end": end,
-            "snapshots": [e.importance.detach().to("cpu", torch.float64).tolist()
-                          for e in self.explainers],
-            "sums": X.sum(0).tolist(),
-            "squares": (X * X).sum(0).tolist(),
-            "metric": float(signal.sum()),
-        })
-        for i, detector in enumerate(self.detectors):  # only the alerts new since last batch
+            return (y_pred.argmax(1) == y.long()).to(torch.float64)
+        self._task = "regression"
+        return (y_pred.to(torch.float64).reshape(-1) - y.to(torch.float64).reshape(-1)) ** 2
+
+    def _open(self, end: int) -> None:
+        """Open a report for every alert new since the last batch and every known drift
+        passed; the iPDP curves are taken now (at the alarm)."""
+        opened: list[tuple[int, str]] = []
+        for i, detector in enumerate(self.detectors):
             alerts = detector.alerts
-            for row in alerts[self._seen_alerts[i]:]:
-                self._pending.append((int(row), self.detector_names[i]))
+            opened += [(int(row), self.detector_names[i]) for row in alerts[self._seen_alerts[i]:]]
             self._seen_alerts[i] = len(alerts)
         known = self.known_drifts
         while self._next_known < len(known) and known[self._next_known] < end:
-            self._pending.append((self.known_drifts[self._next_known], "known"))
+            opened.append((known[self._next_known], "known"))
             self._next_known += 1
-        due = [p for p in self._pending if end >= p[0] + self.window]
-        self._pending = [p for p in self._pending if end < p[0] + self.window]
-        for row, source in due:
-            self.reports.append(self._build(row, source))
-        while self._entries and self._entries[0]["start"] < end - 2 * self.window:
-            self._entries.popleft()
-        return {"reports": float(len(self.reports))} if due else None
+        near = max(1, self.window // 4)
+        for row, source in sorted(opened):
+            joined = None if source == "known" else next(
+                (p for p in self._pending if abs(p["row"] - row) <= near), None)
+            if joined is not None:  # one change, several alarms: one report
+                joined["also"].append(f"{source} at row {row:,}")
+                continue
+            before = [e for e in self._entries if e["start"] >= row - self.window
+                      and e["end"] <= row]
+            self._pending.append({"row": row, "detector": source, "also": [],
+                                  "curves": [_curve(p) for p in self.pdps],
+                                  "threshold": self._metric(before)[0], "recovered": None,
+                                  "rows_to_recovery": None})
+
+    def _record_where(self, X: torch.Tensor, end: int) -> None:
+        """ERICS partial alerts new since the last batch and, at a CDLEEDS alert, the
+        neighbourhoods that flag a local change (at the batch's last row)."""
+        for i, detector in enumerate(self.detectors):
+            if isinstance(detector, ERICS):
+                names = detector.feature_names or self._columns
+                new = detector.partial_alerts[self._seen_partial[i]:]
+                self._seen_partial[i] = len(detector.partial_alerts)
+                for _, feature in new:
+                    label = feature if isinstance(feature, str) else (
+                        names[feature] if feature < len(names) else f"x{feature}")
+                    self._partial.append((end - 1, self.detector_names[i], label))
+            cdleeds = detector.detector if isinstance(detector, LocalChangeMonitor) else detector
+            if isinstance(cdleeds, CDLEEDS) and cdleeds.drift_detected:
+                self._regions += self._flagged(cdleeds, self.detector_names[i], end - 1, X)
+
+    def _flagged(self, det: CDLEEDS, name: str, row: int, X: torch.Tensor) -> list[Region]:
+        change = det.leaf_change
+        if not bool(change.any()):
+            return []
+        centroids = det.leaf_centroids[change].to("cpu", torch.float64)
+        cols = self._columns or [f"x{j}" for j in range(centroids.shape[1])]
+        sums = torch.tensor([e["sums"] for e in self._entries], dtype=torch.float64).sum(0)
+        squares = torch.tensor([e["squares"] for e in self._entries], dtype=torch.float64).sum(0)
+        n = sum(e["end"] - e["start"] for e in self._entries)
+        mean = sums / n
+        sd = ((squares - n * mean * mean).clamp_min(0) / max(n - 1, 1)).sqrt()
+        out: list[Region] = []
+        for c in centroids:
+            z = torch.where(sd > 0, (c - mean) / sd, torch.zeros_like(c))
+            top = z.abs().argsort(descending=True)[:3].tolist()
+            out.append({"detector": name, "row": row,
+                        "centroid": {cols[j]: float(c[j]) for j in range(c.numel())},
+                        "distinctive": [{"column": cols[j], "value": float(c[j]),
+                                         "z": float(z[j])} for j in top]})
+        return out
+
+    def _follow_recovery(self, rows: int, metric: float, end: int) -> None:
+        """Update the mean metric of the last ``recovery_rows`` rows and settle the recovery
+        of every alarm followed (pending or built)."""
+        self._recent.append((rows, metric))
+        m = self.recovery_rows
+        while sum(r for r, _ in self._recent) - self._recent[0][0] >= m:
+            self._recent.popleft()
+        n_recent = sum(r for r, _ in self._recent)
+        recent = sum(s for _, s in self._recent) / n_recent
+        for pending in self._pending:
+            if pending["recovered"] is None:
+                self._settle(pending, recent, end - n_recent, end)
+        still: list[_Built] = []
+        for rec in self._recovering:
+            report = self.reports[rec["report"]]
+            if self._settle(rec, recent, end - n_recent, end):
+                report["recovered"] = rec["recovered"]
+                report["rows_to_recovery"] = rec["rows_to_recovery"]
+                report["summary"] = summary(report)
+            else:
+                still.append(rec)
+        self._recovering = still
+
+    def _settle(self, rec: _Pending | _Recovery, recent: float, first: int, end: int) -> bool:
+        """Whether the recovery of ``rec`` is now known: the mean over the last rows, all
+        after the alarm, is back at the before window's metric, or ``horizon`` rows passed."""
+        row, threshold = rec["row"], rec["threshold"]
+        if not math.isfinite(threshold):
+            return False
+        if first >= row and end - first >= self.recovery_rows:
+            back = recent >= threshold if self._task != "regression" else recent <= threshold
+            if back:
+                rec["recovered"], rec["rows_to_recovery"] = True, end - row
+                return True
+        if end - row >= self.horizon:
+            rec["recovered"], rec["rows_to_recovery"] = False, end - row
+            return True
+        return False
+
+    def _add(self, pending: _Pending) -> Report:
+        report = self._build(pending)
+        self.reports.append(report)
+        if report["recovered"] is None:
+            self._recovering.append({"report": len(self.reports) - 1, "row": report["row"],
+                                     "threshold": pending["threshold"], "recovered": None,
+                                     "rows_to_recovery": None})
+        return report
 
     def finish(self) -> list[Report]:
         """Build the pending reports from the rows seen so far (e.g. at the end of a stream,
-        when fewer than ``window`` rows followed an alarm) and return all reports."""
-        for row, source in self._pending:
-            self.reports.append(self._build(row, source))
+        when fewer than ``settle + window`` rows followed an alarm) and return all reports;
+        recoveries still followed stay ``None``."""
+        built = [self._add(pending) for pending in self._pending]
         self._pending = []
+        if self.on_report is not None:
+            for report in built:
+                self.on_report(report)
         return self.reports
 
     # ----------------------------------------------------------------------- building
-    def _build(self, row: int, detector: str) -> Report:
-        w = self.window
+    def _build(self, pending: _Pending) -> Report:
+        began = time.perf_counter()
+        row, w = pending["row"], self.window
         before = [e for e in self._entries if e["start"] >= row - w and e["end"] <= row]
-        after = [e for e in self._entries if e["start"] >= row and e["end"] <= row + w]
+        a0 = row + self.settle
+        after = [e for e in self._entries if e["start"] >= a0 and e["end"] <= a0 + w]
         n_b = sum(e["end"] - e["start"] for e in before)
         n_a = sum(e["end"] - e["start"] for e in after)
         n_inputs = len(self._entries[-1]["sums"]) if self._entries else 0
-        shift = _input_shift(before, after, _z(self.level, n_inputs))
+        shift = input_shift(([e["sums"] for e in before], [e["squares"] for e in before], n_b),
+                            ([e["sums"] for e in after], [e["squares"] for e in after], n_a),
+                            z_quantile(self.level, n_inputs))
+        end = a0 + w
+        near = max(1, w // 4)
+        partial: dict[str, list[str]] = {}
+        for r, det, feature in self._partial:
+            if row - near <= r < a0 + near and feature not in partial.setdefault(det, []):
+                partial[det].append(feature)
+        flagged = {f for features in partial.values() for f in features}
+        columns = self._columns
         changes: list[Change] = []
         for k, explainer in enumerate(self.explainers):
             names = list(explainer.feature_names)
-            z = _z(self.level, len(names))
+            groups = getattr(explainer, "groups", None)
+            members = group_columns(getattr(groups, "members", None), len(names))
+            z = z_quantile(self.level, len(names))
             n_eff_b = max(1.0, n_b * float(explainer.alpha) / 2.0)
             n_eff_a = max(1.0, n_a * float(explainer.alpha) / 2.0)
-            imp_b, hw_b = _mean_bound([e["snapshots"][k] for e in before], len(names), z, n_eff_b)
-            imp_a, hw_a = _mean_bound([e["snapshots"][k] for e in after], len(names), z, n_eff_a)
+            imp_b, hw_b = mean_bound([e["snapshots"][k] for e in before], len(names), z, n_eff_b)
+            imp_a, hw_a = mean_bound([e["snapshots"][k] for e in after], len(names), z, n_eff_a)
             for j, feature in enumerate(names):
                 verdict = "unchanged"
                 if imp_a[j] - hw_a[j] > imp_b[j] + hw_b[j]:
@@ -259,65 +460,93 @@ class DriftReporter(PluginBase):
                 width = hw_a[j] + hw_b[j]
                 gap = abs(imp_a[j] - imp_b[j])
                 evidence = gap / width if width > 0 else (math.inf if gap > 0 else 0.0)
-                column = _input_column(shift, j, len(names), explainer)
                 changes.append({
-                    "explainer": self.explainer_names[k],
-                    "feature": feature,
+                    "explainer": self.explainer_names[k], "feature": feature,
                     "verdict": verdict,
-                    "importance_before": imp_b[j],
-                    "importance_after": imp_a[j],
-                    "bound_before": hw_b[j],
-                    "bound_after": hw_a[j],
-                    "evidence": evidence,
-                    **column,
+                    "importance_before": imp_b[j], "importance_after": imp_a[j],
+                    "bound_before": hw_b[j], "bound_after": hw_a[j], "evidence": evidence,
+                    **shift.column(members[j], columns),
+                    "partial_drift": feature in flagged, "pdp_distance": math.nan,
                 })
         changes.sort(key=lambda c: (c["verdict"] == "unchanged", -c["evidence"]))
-        real = any(c["verdict"] != "unchanged" for c in changes)
-        moved = bool(shift["moved"])
-        kind = "real" if real else ("virtual" if moved else "none")
-        metric = "accuracy" if self._task != "regression" else "squared error"
-        m_b = sum(e["metric"] for e in before) / n_b if n_b else math.nan
-        m_a = sum(e["metric"] for e in after) / n_a if n_a else math.nan
+        changed = {c["feature"] for c in changes if c["verdict"] != "unchanged"}
+        curves = self._curves(pending, changed)
+        distance = {c["feature"]: c["distance"] for c in curves}
+        for c in changes:
+            c["pdp_distance"] = distance.get(c["feature"], math.nan)
+        real = bool(changed)
+        kind = "real" if real else ("virtual" if shift.any_moved else "none")
+        m_b, se_b = self._metric(before)
+        m_a, se_a = self._metric(after)
+        worse = (m_b - m_a) if self._task != "regression" else (m_a - m_b)
+        z_metric = z_quantile(self.level, 1)
+        dropped = bool(math.isfinite(worse) and worse > z_metric * math.hypot(se_b, se_a))
         report: Report = {
-            "row": int(row), "detector": detector, "summary": "", "kind": kind,
-            "metric": metric, "metric_before": m_b, "metric_after": m_a,
-            "rows_before": n_b, "rows_after": n_a, "inputs_moved": moved, "changes": changes,
+            "row": int(row), "detector": pending["detector"], "also": list(pending["also"]),
+            "summary": "", "kind": kind,
+            "metric": "accuracy" if self._task != "regression" else "squared error",
+            "metric_before": m_b, "metric_after": m_a, "metric_dropped": dropped,
+            "rows_to_recovery": pending["rows_to_recovery"], "recovered": pending["recovered"],
+            "rows_before": n_b, "rows_after": n_a, "settle": self.settle,
+            "inputs_moved": shift.any_moved, "changes": changes, "curves": curves,
+            "where": {"partial": partial,
+                      "regions": [r for r in self._regions
+                                  if row - near <= r["row"] < a0 + near][:5]},
+            "build_ms": 0.0,
         }
-        report["summary"] = _summary(report)
+        report["summary"] = summary(report)
+        report["build_ms"] = 1000.0 * (time.perf_counter() - began)
         return report
+
+    def _metric(self, entries: list[_Entry]) -> tuple[float, float]:
+        n = sum(e["end"] - e["start"] for e in entries)
+        return sample_mean_se(sum(e["metric"] for e in entries),
+                              sum(e["metric_sq"] for e in entries), n)
+
+    def _curves(self, pending: _Pending, changed: set[str]) -> list[Curve]:
+        """The iPDP curves at the alarm and now, changed features first."""
+        out: list[Curve] = []
+        for pdp, name, then in zip(self.pdps, self.pdp_names, pending["curves"]):
+            now = _curve(pdp)
+            grid_b = [float(v) for v in then["grid"]]
+            pd_b = [float(v) for v in then["pd"]]
+            grid_a, pd_a = [float(v) for v in now["grid"]], [float(v) for v in now["pd"]]
+            distance, level = curve_difference(grid_b, pd_b, grid_a, pd_a)
+            out.append({"explainer": name, "feature": pdp.feature_name,
+                        "labels_before": [str(v) for v in then["labels"]],
+                        "labels_after": [str(v) for v in now["labels"]],
+                        "grid_before": grid_b, "pd_before": pd_b,
+                        "grid_after": grid_a, "pd_after": pd_a,
+                        "distance": distance, "level_shift": level,
+                        "verdict_changed": pdp.feature_name in changed})
+        out.sort(key=lambda c: not c["verdict_changed"])
+        return out
 
     # ----------------------------------------------------------------------- output
     def to_json(self, indent: int | None = 2) -> str:
-        """The reports as a JSON array (non-finite numbers as ``null``)."""
-        return json.dumps(_json_safe(self.reports), indent=indent)
+        """``{"alarms": [report, ...]}`` as JSON (non-finite numbers as ``null``)."""
+        return reports_to_json(self.reports, indent)
 
-    def to_markdown(self) -> str:
-        """One section per report: its summary and a table of the changes."""
-        out: list[str] = []
-        for r in self.reports:
-            out.append(f"### Row {r['row']:,} ({r['detector']}): {r['kind']} drift\n")
-            out.append(r["summary"] + "\n")
-            out.append("| explainer | feature | verdict | before | after | input shift (t) |")
-            out.append("|---|---|---|---|---|---|")
-            for c in r["changes"]:
-                moved = " (moved)" if c["input_moved"] else ""
-                out.append(
-                    f"| {c['explainer']} | {c['feature']} | {c['verdict']} | "
-                    f"{_fmt(c['importance_before'])} ± {_fmt(c['bound_before'])} | "
-                    f"{_fmt(c['importance_after'])} ± {_fmt(c['bound_after'])} | "
-                    f"{_fmt(c['input_shift'])}{moved} |")
-            out.append("")
-        return "\n".join(out)
+    def to_markdown(self, figures: Mapping[int, Sequence[tuple[str, str]]] | None = None
+                    ) -> str:
+        """The reports as markdown (``figures[i]``: ``(caption, path)`` of report ``i``)."""
+        return to_markdown(self.reports, figures)
 
     def state_dict(self) -> dict[str, object]:
         return {
             "settings": self._settings(),
             "entries": [dict(e) for e in self._entries],
-            "pending": [list(p) for p in self._pending],
+            "pending": json.loads(json.dumps(json_safe(self._pending))),
+            "recovering": json.loads(json.dumps(json_safe(self._recovering))),
+            "recent": [list(r) for r in self._recent],
+            "partial": [list(p) for p in self._partial],
+            "regions": json.loads(json.dumps(json_safe(self._regions))),
             "seen_alerts": list(self._seen_alerts),
+            "seen_partial": list(self._seen_partial),
             "next_known": self._next_known,
             "task": self._task,
-            "reports": json.loads(json.dumps(_json_safe(self.reports))),
+            "seconds": self.seconds,
+            "reports": json.loads(json.dumps(json_safe(self.reports))),
         }
 
     def load_state_dict(self, state: Mapping[str, object]) -> None:
@@ -326,114 +555,17 @@ class DriftReporter(PluginBase):
         if len(seen) != len(self.detectors):
             raise ValueError(f"state has alert counts for {len(seen)} detectors, "
                              f"this reporter has {len(self.detectors)}")
+        self._reset()
         self._entries = deque(dict(e) for e in state["entries"])  # type: ignore[misc, attr-defined]
-        self._pending = [(int(r), str(d)) for r, d in state["pending"]]  # type: ignore[attr-defined]
+        self._pending = [cast(_Pending, nan_back(p)) for p in state["pending"]]  # type: ignore[attr-defined]
+        self._recovering = [cast(_Built, nan_back(r)) for r in state["recovering"]]  # type: ignore[attr-defined]
+        self._recent = deque((int(n), float(s)) for n, s in state["recent"])  # type: ignore[attr-defined]
+        self._partial = [(int(r), str(d), str(f)) for r, d, f in state["partial"]]  # type: ignore[attr-defined]
+        self._regions = [cast(Region, nan_back(r)) for r in state["regions"]]  # type: ignore[attr-defined]
         self._seen_alerts = [int(s) for s in seen]
+        self._seen_partial = [int(s) for s in state["seen_partial"]]  # type: ignore[attr-defined]
         self._next_known = int(state["next_known"])  # type: ignore[call-overload]
         task = state["task"]
         self._task = None if task is None else str(task)
-        self.reports = [_from_json(r) for r in state["reports"]]  # type: ignore[attr-defined]
-
-
-# --------------------------------------------------------------------------- statistics
-def _mean_bound(snaps: list[list[float]], d: int, z: float, n_eff: float
-                ) -> tuple[list[float], list[float]]:
-    """Per-feature mean of the snapshots and the half-width ``z * s / sqrt(n_eff)``."""
-    if not snaps:
-        return [math.nan] * d, [math.nan] * d
-    t = torch.tensor(snaps, dtype=torch.float64)
-    mean = t.mean(0)
-    sd = t.std(0, correction=1) if t.shape[0] > 1 else torch.zeros(d, dtype=torch.float64)
-    return mean.tolist(), (z * sd / math.sqrt(n_eff)).tolist()
-
-
-def _input_shift(before: list[_Entry], after: list[_Entry], z: float) -> dict[str, object]:
-    """Row means and variances of each input column in the two windows and Welch's t."""
-    def pooled(entries: list[_Entry]) -> tuple[torch.Tensor, torch.Tensor, int]:
-        n = sum(e["end"] - e["start"] for e in entries)
-        if n == 0:
-            return torch.empty(0), torch.empty(0), 0
-        s = torch.tensor([e["sums"] for e in entries], dtype=torch.float64).sum(0)
-        q = torch.tensor([e["squares"] for e in entries], dtype=torch.float64).sum(0)
-        mean = s / n
-        var = (q - n * mean * mean).clamp_min(0.0) / max(n - 1, 1)
-        return mean, var, n
-
-    mb, vb, nb = pooled(before)
-    ma, va, na = pooled(after)
-    if nb == 0 or na == 0:
-        return {"mean_before": mb, "mean_after": ma, "var_before": vb, "var_after": va,
-                "t": None, "smd": None, "moved": False}
-    se = torch.sqrt(vb / nb + va / na)
-    diff = ma - mb
-    t = torch.where(se > 0, diff / se, torch.where(diff == 0, 0.0, math.inf * diff.sign()))
-    sd = torch.sqrt((vb + va) / 2)
-    smd = torch.where(sd > 0, diff / sd, torch.zeros_like(diff))
-    flags = t.abs() > z
-    return {"mean_before": mb, "mean_after": ma, "var_before": vb, "var_after": va,
-            "t": t, "smd": smd, "flags": flags, "moved": bool(flags.any())}
-
-
-def _input_column(shift: Mapping[str, object], j: int, d: int, explainer: _Explained
-                  ) -> _Column:
-    """Input statistics of feature ``j``; NaN where the explainer's features are groups (their
-    count differs from the inputs') or a window is empty."""
-    t = shift.get("t")
-    if not isinstance(t, torch.Tensor) or t.numel() != d:
-        nan = math.nan
-        return {"input_shift": nan, "smd": nan, "input_moved": False, "mean_before": nan,
-                "mean_after": nan, "var_before": nan, "var_after": nan}
-
-    def at(key: str) -> float:
-        value = shift[key]
-        assert isinstance(value, torch.Tensor)
-        return float(value[j])
-
-    flags = shift["flags"]
-    assert isinstance(flags, torch.Tensor)
-    return {"input_shift": float(t[j]), "smd": at("smd"), "input_moved": bool(flags[j]),
-            "mean_before": at("mean_before"), "mean_after": at("mean_after"),
-            "var_before": at("var_before"), "var_after": at("var_after")}
-
-
-def _summary(r: Report) -> str:
-    """One plain-language line, e.g. "after row 5,000 the model relies more on `elevel`, less
-    on `age`; inputs unchanged; accuracy 0.93 → 0.71"."""
-    more = list(dict.fromkeys(c["feature"] for c in r["changes"] if c["verdict"] == "gained"))
-    less = list(dict.fromkeys(c["feature"] for c in r["changes"] if c["verdict"] == "lost"))
-    parts = []
-    if more:
-        parts.append("more on " + ", ".join(f"`{f}`" for f in more))
-    if less:
-        parts.append("less on " + ", ".join(f"`{f}`" for f in less))
-    reliance = ("the model relies " + ", ".join(parts)) if parts else \
-        "the model's feature reliance is unchanged"
-    moved = list(dict.fromkeys(c["feature"] for c in r["changes"] if c["input_moved"]))
-    inputs = ("inputs moved: " + ", ".join(f"`{f}`" for f in moved) if moved
-              else "inputs unchanged")
-    metric = f"{r['metric']} {r['metric_before']:.2f} → {r['metric_after']:.2f}"
-    return f"after row {r['row']:,} {reliance}; {inputs}; {metric}"
-
-
-def _json_safe(value: object) -> object:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, Mapping):
-        return {k: _json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
-    return value
-
-
-def _from_json(value: object) -> Report:
-    """A report read back from :func:`_json_safe`'s form (``null`` numbers -> NaN)."""
-    def back(v: object) -> object:
-        if v is None:
-            return math.nan
-        if isinstance(v, Mapping):
-            return {k: back(x) for k, x in v.items()}
-        if isinstance(v, list):
-            return [back(x) for x in v]
-        return v
-
-    return back(value)  # type: ignore[return-value]
+        self.seconds = float(state["seconds"])  # type: ignore[arg-type]
+        self.reports = [cast(Report, nan_back(r)) for r in state["reports"]]  # type: ignore[attr-defined]

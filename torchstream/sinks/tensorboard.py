@@ -65,6 +65,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from matplotlib.figure import Figure
 from tensorboard.plugins.hparams.api_pb2 import DataType
 from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
@@ -280,6 +282,18 @@ class TensorBoardSink:
         over rows). The figure is closed afterwards."""
         self._check_open()
         self._writer.add_figure(tag, figure, step, close=True)
+
+    def log_image(self, tag: str, image: np.ndarray, step: int) -> None:
+        """An RGB(A) image ``[H, W, 3 or 4]`` (uint8) in the main run at ``step`` (IMAGES tab;
+        e.g. a figure already drawn for a file)."""
+        self._check_open()
+        self._writer.add_image(tag, image[..., :3], operator.index(step), dataformats="HWC")
+
+    def log_text(self, tag: str, text: str, step: int) -> None:
+        """Markdown ``text`` in the main run at ``step`` (TEXT tab; e.g. a drift report at its
+        row)."""
+        self._check_open()
+        self._writer.add_text(tag, text, operator.index(step))
 
     def close(self) -> None:
         """Draw the figures once more (when anything was logged since they were last drawn),

@@ -1,0 +1,126 @@
+"""The drift report's files and ``torchstream report RUN_DIR``.
+
+``torchstream run --report`` writes, in the run directory, ``report.json`` (``{"alarms":
+[...]}``, the reports of :class:`~torchstream.evaluate.report.DriftReporter`), ``report.md`` (the
+same in words and tables, with the figures) and the figures in ``report/``; each report also
+goes to TensorBoard at its row (the text, tag ``drift_report``; the figures, tags
+``drift_report/<figure>``). ``torchstream report RUN_DIR`` draws the figures and writes
+``report.md`` again from ``report.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+from matplotlib.image import imsave
+
+from torchstream.evaluate._report_format import from_json, reports_to_json, to_markdown
+from torchstream.evaluate.report import Report
+from torchstream.sinks import TensorBoardSink
+from torchstream.viz.report import figure_pixels, report_figures
+
+__all__ = ["REPORT_JSON", "REPORT_MD", "ReportWriter", "add_parser", "report_command",
+           "write_report"]
+
+REPORT_JSON = "report.json"
+REPORT_MD = "report.md"
+FIGURES = "report"
+
+
+def _stem(report: Report) -> str:
+    """The file name stem of a report's figures, e.g. ``row5000_drift_adwin``."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", f"row{report['row']}_{report['detector']}")
+
+
+def _figure_name(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
+
+
+def draw_figures(run_dir: Path, report: Report, sink: TensorBoardSink | None = None
+                 ) -> list[tuple[str, str]]:
+    """Save a report's figures in ``run_dir/report/`` (and, with a ``sink``, log them to
+    TensorBoard at the report's row); ``(caption, path relative to run_dir)`` of each."""
+    folder = run_dir / FIGURES
+    folder.mkdir(parents=True, exist_ok=True)
+    out = []
+    for name, fig in report_figures(report):
+        rel = f"{FIGURES}/{_stem(report)}_{_figure_name(name)}.png"
+        image = figure_pixels(fig)  # drawn once, for the file and TensorBoard
+        imsave(run_dir / rel, image)
+        if sink is not None:
+            sink.log_image(f"drift_report/{name}", image, report["row"])
+        out.append((name, rel))
+    return out
+
+
+def write_report(run_dir: Path, reports: Sequence[Report],
+                 figures: dict[int, list[tuple[str, str]]]) -> None:
+    """Write ``report.json`` and ``report.md`` (with the figures ``figures[i]`` of report ``i``)
+    atomically."""
+    for name, text in ((REPORT_JSON, reports_to_json(reports)),
+                       (REPORT_MD, to_markdown(reports, figures))):
+        tmp = run_dir / (name + ".tmp")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(run_dir / name)
+
+
+class ReportWriter:
+    """The ``on_report`` callback of a run's :class:`DriftReporter`: each report's figures go
+    to ``run_dir/report/`` and, with a ``sink``, the report's text and figures to TensorBoard
+    at its row; :meth:`write` writes ``report.json`` / ``report.md`` of all reports."""
+
+    def __init__(self, run_dir: str | Path, sink: TensorBoardSink | None = None) -> None:
+        self.run_dir = Path(run_dir)
+        self.sink = sink
+        self._figures: dict[str, list[tuple[str, str]]] = {}  # by the report's file stem
+
+    def __call__(self, report: Report) -> None:
+        self._figures[_stem(report)] = draw_figures(self.run_dir, report, self.sink)
+        if self.sink is not None:
+            self.sink.log_text("drift_report", to_markdown([report]).split("\n", 2)[2],
+                               report["row"])
+
+    def write(self, reports: Sequence[Report]) -> None:
+        """Write the files of ``reports`` (figures of reports built before a resume are drawn
+        now)."""
+        figures = {}
+        for i, report in enumerate(reports):
+            stem = _stem(report)
+            if stem not in self._figures:
+                self._figures[stem] = draw_figures(self.run_dir, report)
+            figures[i] = self._figures[stem]
+        write_report(self.run_dir, reports, figures)
+
+
+def add_parser(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> argparse.ArgumentParser:
+    """Add ``torchstream report`` to the sub-commands ``sub``."""
+    p = sub.add_parser("report", help="draw a run's drift report again from its report.json",
+                       description="Write report.md and the figures in RUN_DIR/report/ from "
+                                   "RUN_DIR/report.json (written by `torchstream run --report`) "
+                                   "and print each report's summary.")
+    p.add_argument("run_dir", help="the run directory (run's --logdir)")
+    return p
+
+
+def report_command(args: argparse.Namespace) -> int:
+    """Run ``torchstream report``."""
+    run_dir = Path(args.run_dir)
+    path = run_dir / REPORT_JSON
+    if not path.is_file():
+        raise SystemExit(f"error: {path} does not exist: `torchstream run --report --logdir "
+                         f"{run_dir}` writes it")
+    try:
+        reports = from_json(path.read_text(encoding="utf-8"))
+    except ValueError as e:
+        raise SystemExit(f"error: {path}: {e}") from None
+    figures = {i: draw_figures(run_dir, r) for i, r in enumerate(reports)}
+    write_report(run_dir, reports, figures)
+    for r in reports:
+        print(f"[{r['detector']}] {r['summary']}")
+    print(f"{len(reports)} report{'s' if len(reports) != 1 else ''}: {run_dir / REPORT_MD}")
+    return 0

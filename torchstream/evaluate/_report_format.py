@@ -1,0 +1,223 @@
+"""The shape of a drift report and its renderings: the one-line summary, markdown and JSON
+(used by :mod:`torchstream.evaluate.report` and ``torchstream report``)."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from typing import TypedDict, cast
+
+from torchstream.evaluate._report_stats import Column
+
+__all__ = ["Change", "Curve", "Region", "Report", "from_json", "json_safe", "nan_back", "summary",
+           "to_markdown", "reports_to_json"]
+
+
+class Change(Column):
+    """One feature's entry in a report: its importance before / after, how its input moved,
+    whether ERICS saw a partial drift on it and how far its PD curve moved."""
+
+    explainer: str
+    feature: str
+    verdict: str
+    importance_before: float
+    importance_after: float
+    bound_before: float
+    bound_after: float
+    evidence: float
+    partial_drift: bool
+    pdp_distance: float
+
+
+class Curve(TypedDict):
+    """An iPDP's curve at the alarm and at the end of the after window."""
+
+    explainer: str
+    feature: str
+    labels_before: list[str]
+    labels_after: list[str]
+    grid_before: list[float]
+    pd_before: list[float]
+    grid_after: list[float]
+    pd_after: list[float]
+    distance: float
+    level_shift: float
+    verdict_changed: bool
+
+
+class Region(TypedDict):
+    """A CDLEEDS neighbourhood that flagged a local change: its centroid and the columns where
+    it lies furthest from the before window's mean (``z`` in the window's standard deviations)."""
+
+    detector: str
+    row: int
+    centroid: dict[str, float]
+    distinctive: list[dict[str, float | str]]
+
+
+class Where(TypedDict):
+    """Where the change is: features with an ERICS partial alert (per detector) and the CDLEEDS
+    regions that flagged a local change."""
+
+    partial: dict[str, list[str]]
+    regions: list[Region]
+
+
+class Report(TypedDict):
+    """A drift report (the JSON shape of :attr:`DriftReporter.reports`)."""
+
+    row: int
+    detector: str
+    also: list[str]
+    summary: str
+    kind: str
+    metric: str
+    metric_before: float
+    metric_after: float
+    metric_dropped: bool
+    rows_to_recovery: int | None
+    recovered: bool | None
+    rows_before: int
+    rows_after: int
+    settle: int
+    inputs_moved: bool
+    changes: list[Change]
+    curves: list[Curve]
+    where: Where
+    build_ms: float
+
+
+_KINDS = {"real": "real drift (the model's reliance changed)",
+          "virtual": "virtual drift (the inputs moved, the reliance did not)",
+          "none": "no change found in reliance or inputs"}
+
+
+def _fmt(value: float) -> str:
+    return f"{value:.3g}" if math.isfinite(value) else "nan"
+
+
+def _names(items: Sequence[str]) -> str:
+    return ", ".join(f"`{f}`" for f in dict.fromkeys(items))
+
+
+def _cost(r: Report) -> str:
+    metric = f"{r['metric']} {_fmt(r['metric_before'])} → {_fmt(r['metric_after'])}"
+    if not r["metric_dropped"]:
+        return metric + " (no significant loss)"
+    if r["recovered"] is None:
+        return metric
+    if r["recovered"]:
+        return f"{metric}, recovered after {r['rows_to_recovery']:,} rows"
+    return f"{metric}, not recovered after {r['rows_to_recovery']:,} rows"
+
+
+def summary(r: Report) -> str:
+    """One plain-language line, e.g. "after row 5,000 the model relies more on `elevel`, less
+    on `age`; inputs unchanged; accuracy 0.93 → 0.71, recovered after 1,800 rows"."""
+    more = [c["feature"] for c in r["changes"] if c["verdict"] == "gained"]
+    less = [c["feature"] for c in r["changes"] if c["verdict"] == "lost"]
+    parts = ([f"more on {_names(more)}"] if more else []) + \
+        ([f"less on {_names(less)}"] if less else [])
+    reliance = ("the model relies " + ", ".join(parts)) if parts else \
+        "the model's feature reliance is unchanged"
+    moved = [c["feature"] for c in r["changes"] if c["input_moved"]]
+    inputs = f"inputs moved: {_names(moved)}" if moved else "inputs unchanged"
+    out = f"after row {r['row']:,} {reliance}; {inputs}; {_cost(r)}"
+    partial = [f for features in r["where"]["partial"].values() for f in features]
+    if partial:
+        out += f"; ERICS partial drift on {_names(partial)}"
+    regions = r["where"]["regions"]
+    if regions:
+        first = regions[0]["distinctive"][:2]
+        around = ", ".join(f"`{d['column']}` ≈ {_fmt(float(d['value']))}" for d in first)
+        n = len(regions)
+        out += f"; local change in {n} region{'s' if n > 1 else ''}" + \
+            (f" (around {around})" if around else "")
+    return out
+
+
+def to_markdown(reports: Sequence[Report],
+                figures: Mapping[int, Sequence[tuple[str, str]]] | None = None) -> str:
+    """One section per report: its summary, a table of the changes, the PD curves' distances,
+    the regions, and the figures ``figures[i]`` of report ``i`` as ``(caption, relative path)``."""
+    out: list[str] = ["# Drift report", ""]
+    if not reports:
+        out.append("No alarm and no known drift in this run: nothing to report.")
+    for i, r in enumerate(reports):
+        out.append(f"## Row {r['row']:,} ({r['detector']}): {_KINDS.get(r['kind'], r['kind'])}\n")
+        out.append(r["summary"] + "\n")
+        if r["also"]:
+            out.append("Also alarmed: " + "; ".join(r["also"]) + ".\n")
+        out.append(f"Windows: {r['rows_before']:,} rows before the row, {r['rows_after']:,} rows "
+                   f"after it (starting {r['settle']:,} rows after it); built in "
+                   f"{r['build_ms']:.1f} ms.\n")
+        out.append("| explainer | feature | verdict | before | after | input shift (t) "
+                   "| ERICS partial | PD distance |")
+        out.append("|---|---|---|---|---|---|---|---|")
+        for c in r["changes"]:
+            moved = " (moved)" if c["input_moved"] else ""
+            out.append(
+                f"| {c['explainer']} | {c['feature']} | {c['verdict']} | "
+                f"{_fmt(c['importance_before'])} ± {_fmt(c['bound_before'])} | "
+                f"{_fmt(c['importance_after'])} ± {_fmt(c['bound_after'])} | "
+                f"{_fmt(c['input_shift'])}{moved} | {'yes' if c['partial_drift'] else ''} | "
+                f"{_fmt(c['pdp_distance'])} |")
+        out.append("")
+        for curve in r["curves"]:
+            mark = " (its importance changed)" if curve["verdict_changed"] else ""
+            out.append(f"- PD of `{curve['feature']}` ({curve['explainer']}): its shape moved by "
+                       f"{_fmt(curve['distance'])} (root mean square), its level by "
+                       f"{_fmt(curve['level_shift'])}{mark}")
+        for region in r["where"]["regions"]:
+            where = ", ".join(f"`{d['column']}` = {_fmt(float(d['value']))} "
+                              f"(z {_fmt(float(d['z']))})" for d in region["distinctive"])
+            out.append(f"- local change ({region['detector']}, row {region['row']:,}) around "
+                       f"{where}")
+        for caption, path in (figures or {}).get(i, ()):
+            out.append(f"\n![{caption}]({path})")
+        out.append("")
+    return "\n".join(out)
+
+
+def json_safe(value: object) -> object:
+    """``value`` with every non-finite float as None (JSON has no NaN)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, Mapping):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value
+
+
+def reports_to_json(reports: Sequence[Report], indent: int | None = 2) -> str:
+    """``{"alarms": [report, ...]}`` as JSON (non-finite numbers as ``null``)."""
+    return json.dumps({"alarms": json_safe(list(reports))}, indent=indent)
+
+
+_MAYBE_NONE = ("rows_to_recovery", "recovered")
+
+
+def nan_back(value: object, key: str = "") -> object:
+    """``value`` read back from :func:`json_safe`'s form: ``null`` numbers become NaN, except
+    in the fields where None has its own meaning (``rows_to_recovery``, ``recovered``)."""
+    if value is None:
+        return None if key in _MAYBE_NONE else math.nan
+    if isinstance(value, Mapping):
+        return {k: nan_back(x, k) for k, x in value.items()}
+    if isinstance(value, list):
+        return [nan_back(x) for x in value]
+    return value
+
+
+def from_json(text: str) -> list[Report]:
+    """The reports of :func:`reports_to_json`'s text."""
+    data = json.loads(text)
+    if not isinstance(data, Mapping) or not isinstance(data.get("alarms"), list):
+        raise ValueError('a drift report file holds {"alarms": [...]}')
+    for i, r in enumerate(data["alarms"]):
+        missing = [k for k in Report.__annotations__ if not isinstance(r, Mapping) or k not in r]
+        if missing:
+            raise ValueError(f"alarm {i} has no {', '.join(missing)}")
+    return [cast(Report, nan_back(r)) for r in data["alarms"]]

@@ -1,0 +1,101 @@
+"""The figures of a drift report (:class:`~torchstream.evaluate.report.DriftReporter`): each
+explainer's importance before and after the alarm with the report's bounds, and the iPDP curves
+at the alarm and at the end of the after window."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from torchstream.evaluate.report import Curve, Report
+from torchstream.viz._figure import agg_figure
+
+__all__ = ["figure_pixels", "plot_report_curve", "plot_report_importance", "report_figures"]
+
+_COLOURS = {"gained": "tab:green", "lost": "tab:red", "unchanged": "tab:grey"}
+
+
+def plot_report_importance(report: Report, explainer: str, *, top: int = 12) -> Figure:
+    """Horizontal bars of ``explainer``'s importance before (light) and after (dark) the
+    alarm with their bounds, the ``top`` features of the report's ranking (changed verdicts
+    first); a feature's label is coloured by its verdict."""
+    changes = [c for c in report["changes"] if c["explainer"] == explainer][:top]
+    fig = agg_figure((7.0, 1.2 + 0.45 * max(len(changes), 1)))
+    ax = fig.add_subplot(1, 1, 1)
+    positions = list(range(len(changes)))[::-1]
+    h = 0.38
+    for pos, c in zip(positions, changes):
+        colour = _COLOURS.get(c["verdict"], "tab:grey")
+        ax.barh(pos + h / 2, _finite(c["importance_before"]), h, xerr=_finite(c["bound_before"]),
+                color=colour, alpha=0.35, ecolor="black", capsize=2)
+        ax.barh(pos - h / 2, _finite(c["importance_after"]), h, xerr=_finite(c["bound_after"]),
+                color=colour, alpha=0.9, ecolor="black", capsize=2)
+    ax.set_yticks(positions)
+    ax.set_yticklabels([f"{c['feature']} ({c['verdict']})" for c in changes],
+                       fontsize="small")
+    for label, c in zip(ax.get_yticklabels(), changes):
+        label.set_color(_COLOURS.get(c["verdict"], "black"))
+    ax.axvline(0.0, color="black", lw=0.5)
+    ax.set_xlabel("importance (light: before the row, dark: after)")
+    ax.set_title(f"{explainer} around row {report['row']:,} ({report['detector']})",
+                 fontsize="medium")
+    fig.tight_layout()
+    return fig
+
+
+def _finite(v: float) -> float:
+    return v if math.isfinite(v) else 0.0
+
+
+def _draw_curve(ax: Axes, labels: list[str], grid: list[float], pd: list[float], *,
+                colour: str, label: str) -> None:
+    numeric = [(g, p) for g, p in zip(grid, pd) if math.isfinite(g)]
+    if numeric:
+        xs, ys = zip(*numeric)
+        ax.plot(xs, ys, color=colour, lw=2, marker="o" if len(xs) == 1 else None, label=label)
+    else:  # categories: points over their labels
+        ax.plot(range(len(pd)), pd, ls="none", marker="o", ms=7, color=colour, label=label)
+        ax.set_xticks(range(len(labels)))
+        ax.set_xticklabels(labels, rotation=45 if len(labels) > 6 else 0, fontsize="small")
+
+
+def plot_report_curve(report: Report, curve: Curve) -> Figure:
+    """The iPDP of ``curve``'s feature at the alarm (blue) and at the end of the after window
+    (red), with their distance in the title."""
+    fig = agg_figure((6.0, 3.6))
+    ax = fig.add_subplot(1, 1, 1)
+    _draw_curve(ax, curve["labels_before"], curve["grid_before"], curve["pd_before"],
+                colour="tab:blue", label=f"at row {report['row']:,}")
+    end = report["row"] + report["settle"] + report["rows_after"]
+    _draw_curve(ax, curve["labels_after"], curve["grid_after"], curve["pd_after"],
+                colour="tab:red", label=f"at row {end:,}")
+    ax.set_xlabel(curve["feature"])
+    ax.set_ylabel("partial dependence")
+    ax.set_title(f"PD of {curve['feature']}: shape moved by {curve['distance']:.3g}, level by "
+                 f"{curve['level_shift']:.3g}", fontsize="medium")
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    return fig
+
+
+def report_figures(report: Report, *, curves: int = 4) -> list[tuple[str, Figure]]:
+    """``(name, figure)`` of a report: one importance figure per explainer
+    (``importance_<explainer>``), then the PD curves of the features whose importance changed,
+    at most ``curves`` (``pdp_<feature>``)."""
+    out: list[tuple[str, Figure]] = []
+    for explainer in dict.fromkeys(c["explainer"] for c in report["changes"]):
+        out.append((f"importance_{explainer}", plot_report_importance(report, explainer)))
+    changed = [c for c in report["curves"] if c["verdict_changed"]]
+    for curve in changed[:curves]:
+        out.append((f"pdp_{curve['feature']}", plot_report_curve(report, curve)))
+    return out
+
+
+def figure_pixels(fig: Figure) -> np.ndarray:
+    """The figure drawn once: its RGBA pixels ``[H, W, 4]`` (uint8) at 100 dpi."""
+    fig.set_dpi(100)
+    fig.canvas.draw()
+    return np.asarray(fig.canvas.buffer_rgba()).copy()  # type: ignore[attr-defined]
