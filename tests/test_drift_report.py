@@ -51,10 +51,10 @@ def _run(kind: str, seed: int = 0, detect: bool = False) -> DriftReporter:
     ipfi = IncrementalPFI(None, "zero_one", 3, alpha=0.02, feature_names=stream.schema, seed=seed)
     if detect:  # DDM on the 0/1 errors; its alarm row opens the report (window: see below)
         det = ErrorDetector(drift.binary.DDM())
-        reporter = DriftReporter([ipfi], [det], window=800)
+        reporter = DriftReporter([ipfi], [det], window=800, settle=0)
         plugins = [ipfi, det, reporter]
     else:
-        reporter = DriftReporter([ipfi], window=WINDOW, known_drifts=[N])
+        reporter = DriftReporter([ipfi], window=WINDOW, settle=0, known_drifts=[N])
         plugins = [ipfi, reporter]
     Prequential(learner, stream, batch_size=BATCH, plugins=plugins).run()
     return reporter
@@ -151,7 +151,7 @@ def _feed(rep: DriftReporter, stub: _Stub, det: _Detector, row: int) -> None:
 
 def test_hand_computed_report_from_a_detector_alarm():
     stub, det = _Stub(), _Detector()
-    rep = DriftReporter([stub], [det], window=4)
+    rep = DriftReporter([stub], [det], window=4, settle=0)
     for row in range(7):
         _feed(rep, stub, det, row)
     assert rep.reports == []  # the after window [4, 8) is not complete yet
@@ -179,7 +179,7 @@ def test_hand_computed_report_from_a_detector_alarm():
 
 def test_memory_stays_within_two_windows():
     stub, det = _Stub(), _Detector()
-    rep = DriftReporter([stub], [det], window=4)
+    rep = DriftReporter([stub], [det], window=4, settle=0)
     for row in range(50):
         _feed(rep, stub, det, row)
         assert sum(e["end"] - e["start"] for e in rep._entries) <= 2 * 4 + 1
@@ -189,6 +189,7 @@ def test_default_window_is_the_explainers_span():
     stub = _Stub()
     stub.alpha = 0.02
     assert DriftReporter([stub]).window == 100
+    assert DriftReporter([stub]).settle == 100  # one window: the learner's time to adapt
     with pytest.raises(ValueError, match="explainers is empty"):
         DriftReporter([])
 
@@ -218,32 +219,32 @@ def test_json_shape_and_markdown(real):
 def test_state_round_trip_resumes_to_the_same_report(real):
     # stop after row 5 (the alarm is pending), move the JSON state into a fresh reporter, go on
     whole_stub, whole_det = _Stub(), _Detector()
-    whole = DriftReporter([whole_stub], [whole_det], window=4)
+    whole = DriftReporter([whole_stub], [whole_det], window=4, settle=0)
     for row in range(8):
         _feed(whole, whole_stub, whole_det, row)
     stub, det = _Stub(), _Detector()
-    first = DriftReporter([stub], [det], window=4)
+    first = DriftReporter([stub], [det], window=4, settle=0)
     for row in range(6):
         _feed(first, stub, det, row)
     assert first.reports == []
     state = json.loads(json.dumps(first.state_dict()))  # the state is plain JSON data
-    resumed = DriftReporter([stub], [det], window=4)
+    resumed = DriftReporter([stub], [det], window=4, settle=0)
     resumed.load_state_dict(state)
     assert resumed.state_dict() == state
     for row in range(6, 8):
         _feed(resumed, stub, det, row)
     assert _timeless(resumed.reports) == _timeless(whole.reports) and len(whole.reports) == 1
     with pytest.raises(ValueError):
-        DriftReporter([stub], [det], window=5).load_state_dict(state)
+        DriftReporter([stub], [det], window=5, settle=0).load_state_dict(state)
     # a whole run's reports survive the round trip exactly
-    again = DriftReporter([real.explainers[0]], window=WINDOW, known_drifts=[N])
+    again = DriftReporter([real.explainers[0]], window=WINDOW, settle=0, known_drifts=[N])
     again.load_state_dict(json.loads(json.dumps(real.state_dict())))
     assert again.reports == real.reports
 
 
 def test_finish_builds_the_pending_report_from_the_rows_seen():
     stub, det = _Stub(), _Detector()
-    rep = DriftReporter([stub], [det], window=4)
+    rep = DriftReporter([stub], [det], window=4, settle=0)
     for row in range(6):
         _feed(rep, stub, det, row)
     (r,) = rep.finish()

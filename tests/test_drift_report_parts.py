@@ -59,7 +59,7 @@ def test_recovery_hand_computed():
     # squared errors: 1 before the known drift at row 4, then 9, 9, 4, 1, 1, ...; window 4, so
     # the recovery mean runs over window // 4 = 1 row: back at the before mean (1) at row 7,
     # i.e. at the end of the batch [7, 8): 8 - 4 = 4 rows after the drift
-    rep = DriftReporter([_Stub()], window=4, known_drifts=[4])
+    rep = DriftReporter([_Stub()], window=4, settle=0, known_drifts=[4])
     _regression_rows(rep, [1, 1, 1, 1, 3, 3, 2, 1, 1, 1])
     (r,) = rep.reports
     assert r["metric_before"] == pytest.approx(1.0)
@@ -71,7 +71,7 @@ def test_recovery_hand_computed():
 
 
 def test_recovery_followed_until_the_horizon():
-    rep = DriftReporter([_Stub()], window=4, known_drifts=[4], horizon=10)
+    rep = DriftReporter([_Stub()], window=4, settle=0, known_drifts=[4], horizon=10)
     _regression_rows(rep, [1, 1, 1, 1] + [3] * 9)
     (r,) = rep.reports
     assert r["recovered"] is None  # built at row 8, still followed
@@ -88,7 +88,7 @@ def _regression_rows_from(rep: DriftReporter, first: int, errors: list[float]) -
 
 
 def test_no_drop_means_no_recovery_in_the_summary():
-    rep = DriftReporter([_Stub()], window=4, known_drifts=[4])
+    rep = DriftReporter([_Stub()], window=4, settle=0, known_drifts=[4])
     _regression_rows(rep, [1, 2, 1, 2, 1, 2, 1, 2])
     (r,) = rep.reports
     assert not r["metric_dropped"]
@@ -137,7 +137,7 @@ def full() -> tuple[DriftReporter, ERICS, list]:
     erics = ERICS(ProbitHead(3, epochs=1), partial=True, window_mvg_average=20,
                   window_drift_detect=20)
     seen: list = []
-    reporter = DriftReporter([ipfi], [erics], window=WINDOW, known_drifts=[N], pdps=pdps,
+    reporter = DriftReporter([ipfi], [erics], window=WINDOW, settle=0, known_drifts=[N], pdps=pdps,
                              on_report=seen.append)
     Prequential(learner, stream, batch_size=BATCH,
                 plugins=[ipfi, *pdps, erics, reporter]).run()
@@ -201,7 +201,7 @@ def test_cdleeds_regions_are_described_by_their_columns():
     stub.column_names = ["age", "salary"]
     det = CDLEEDS(max_depth=3)
     monitor = LocalChangeMonitor(det, monitored=2)
-    rep = DriftReporter([stub], [monitor], window=200)
+    rep = DriftReporter([stub], [monitor], window=200, settle=0)
 
     def model(x: torch.Tensor) -> torch.Tensor:
         return torch.sigmoid(x.sum(1))
@@ -238,7 +238,7 @@ def test_a_feature_of_several_columns_gets_its_most_moved_column():
         members = ((0, 1), (2,))
 
     stub.groups = _Groups()
-    rep = DriftReporter([stub], window=4, known_drifts=[4])
+    rep = DriftReporter([stub], window=4, settle=0, known_drifts=[4])
     for row in range(8):
         red = 1.0 if row < 4 else 0.0  # every row red before the drift, blue after it
         X = torch.tensor([[red, 1.0 - red, float(row % 2)]])
@@ -257,12 +257,12 @@ def test_a_feature_of_several_columns_gets_its_most_moved_column():
 # ------------------------------------------------------------------------ resume
 def test_resume_mid_recovery_gives_the_same_reports():
     errors = [1, 1, 1, 1, 3, 3, 3, 3, 3, 2, 1, 1]
-    whole = DriftReporter([_Stub()], window=4, known_drifts=[4])
+    whole = DriftReporter([_Stub()], window=4, settle=0, known_drifts=[4])
     _regression_rows(whole, errors)
-    first = DriftReporter([_Stub()], window=4, known_drifts=[4])
+    first = DriftReporter([_Stub()], window=4, settle=0, known_drifts=[4])
     _regression_rows(first, errors[:9])  # built at row 8, recovery still followed
     assert first.reports and first.reports[0]["recovered"] is None
-    resumed = DriftReporter([_Stub()], window=4, known_drifts=[4])
+    resumed = DriftReporter([_Stub()], window=4, settle=0, known_drifts=[4])
     resumed.load_state_dict(json.loads(json.dumps(first.state_dict())))
     _regression_rows_from(resumed, 9, errors[9:])
     strip = [{k: v for k, v in r.items() if k != "build_ms"} for r in resumed.reports]
@@ -302,3 +302,37 @@ def test_erics_scale_inputs_is_the_standardised_stream():
     assert torch.equal(resumed.head.param_stats()[0], a.head.param_stats()[0])
     with pytest.raises(ValueError, match="scale_inputs"):
         b.load_state_dict(half.state_dict())
+
+
+# ------------------------------------------------------------------------ min_effect, kind
+def _constant_importance_run(min_effect: float, errors: list[float]) -> dict:
+    stub = _Stub()
+    rep = DriftReporter([stub], window=4, settle=0, known_drifts=[4], min_effect=min_effect)
+    for row, e in enumerate(errors):
+        stub.value = torch.tensor([1.0 if row < 4 else 1.03, 0.5])
+        X = torch.tensor([[float(row % 2), 0.0]])
+        rep.on_batch(Batch(row, row, X, torch.zeros(1), torch.tensor([e]), None))
+    (r,) = rep.reports
+    return r
+
+
+def test_min_effect_keeps_a_sure_but_tiny_change_unchanged():
+    # no spread in either window: the intervals are points, 1.0 and 1.03 never overlap; the
+    # change, 0.03, is below 5 % of the largest importance (1.03)
+    flat = [1.0] * 8
+    r = _constant_importance_run(0.05, flat)
+    assert {c["feature"]: c["verdict"] for c in r["changes"]}["x0"] == "unchanged"
+    assert r["kind"] == "none"
+    r = _constant_importance_run(0.0, flat)
+    assert {c["feature"]: c["verdict"] for c in r["changes"]}["x0"] == "gained"
+    with pytest.raises(ValueError, match="min_effect"):
+        DriftReporter([_Stub()], min_effect=1.0)
+
+
+def test_same_inputs_predicted_worse_is_a_real_drift():
+    # reliance unchanged (min_effect), inputs unchanged, squared error 1 -> 9: the relationship
+    # changed
+    r = _constant_importance_run(0.05, [1, 1, 1, 1, 3, 3, 3, 3])
+    assert r["metric_dropped"] and not r["inputs_moved"]
+    assert r["kind"] == "real"
+    assert "but it predicts the same inputs worse (the relationship changed)" in r["summary"]

@@ -64,8 +64,9 @@ def make_monitors(args: argparse.Namespace, stream: Stream,
                                  known_drifts=list(stream.drift_positions),
                                  settle=args.report_settle, pdps=pdps + report_pdps)
         how = "" if args.report_window else " (2 / --explain-alpha)"
+        settle = "" if args.report_settle is not None else " (one window)"
         lines.append(f"report: {reporter.window:,} rows on each side of an alarm{how}, the "
-                     f"after window starting {reporter.settle:,} rows after it; at "
+                     f"after window starting {reporter.settle:,} rows after it{settle}; at "
                      + ", ".join(["known drifts"] * bool(stream.drift_positions)
                                  + [f"alarms of {', '.join(names)}"] * bool(names)))
         plugins.append(reporter)

@@ -10,6 +10,11 @@ iPFI and iSAGE explain the user's features: a one-hot encoded categorical featur
 feature with its missing-value indicator, is permuted / removed as one block and gets one
 importance under its own name (the schema's ``feature_groups()``); ``--explain-columns`` keeps
 one importance per encoded column. The iPDP explains one encoded column.
+
+``--detect`` adds drift detectors (river's on the 0/1 errors, ERICS, a detector on the iPDP's
+score: :mod:`~torchstream.cli.detectors`); ``--report`` a drift report at every alarm and known
+drift (:class:`~torchstream.evaluate.report.DriftReporter`; the files and TensorBoard entries:
+:mod:`~torchstream.cli.report`).
 """
 
 from __future__ import annotations
@@ -124,9 +129,9 @@ def add_parser(
     run.add_argument("--report-window", type=int,
                      help="rows compared on each side of an alarm (default: the explainers' "
                           "span 2 / --explain-alpha)")
-    run.add_argument("--report-settle", type=int, default=0,
+    run.add_argument("--report-settle", type=int,
                      help="rows after an alarm left out before the after window (the model's "
-                          "time to adapt; default: %(default)s)")
+                          "time to adapt; default: one --report-window)")
     run.add_argument("--report-pdps", type=int, default=20,
                      help="at most this many features get an iPDP for the report (the first "
                           "ones; default: %(default)s)")
@@ -240,7 +245,8 @@ def run_command(args: argparse.Namespace) -> int:
     if monitors.reporter is not None:
         for r in monitors.reporter.reports:
             print(f"[{r['detector']}] {r['summary']}")
-        print(f"drift report ({len(monitors.reporter.reports)} alarms, "
+        n = len(monitors.reporter.reports)
+        print(f"drift report ({n} report{'s' if n != 1 else ''}, "
               f"{monitors.reporter.seconds:.2f} s): {Path(logdir) / REPORT_MD}")
     if result.checkpoint:
         print(f"checkpoint: {result.checkpoint}")
@@ -275,7 +281,7 @@ def _check_run_args(args: argparse.Namespace) -> None:
         raise SystemExit(f"error: --lr must be a finite number > 0, got {args.lr}")
     if not 0 < args.explain_alpha <= 1:
         raise SystemExit(f"error: --explain-alpha must be in (0, 1], got {args.explain_alpha}")
-    if args.report_settle < 0:
+    if args.report_settle is not None and args.report_settle < 0:
         raise SystemExit(f"error: --report-settle must be >= 0, got {args.report_settle}")
     check_device(args.device)
     for flag in ("checkpoint", "result_json"):

@@ -74,6 +74,7 @@ class Report(TypedDict):
     kind: str
     metric: str
     metric_before: float
+    metric_right_after: float
     metric_after: float
     metric_dropped: bool
     rows_to_recovery: int | None
@@ -88,7 +89,7 @@ class Report(TypedDict):
     build_ms: float
 
 
-_KINDS = {"real": "real drift (the model's reliance changed)",
+_KINDS = {"real": "real drift (the relationship between inputs and label changed)",
           "virtual": "virtual drift (the inputs moved, the reliance did not)",
           "none": "no change found in reliance or inputs"}
 
@@ -102,7 +103,9 @@ def _names(items: Sequence[str]) -> str:
 
 
 def _cost(r: Report) -> str:
-    metric = f"{r['metric']} {_fmt(r['metric_before'])} → {_fmt(r['metric_after'])}"
+    metric = f"{r['metric']} {_fmt(r['metric_before'])} → {_fmt(r['metric_right_after'])}"
+    if r["settle"]:
+        metric += f" right after, {_fmt(r['metric_after'])} {r['settle']:,} rows later"
     if not r["metric_dropped"]:
         return metric + " (no significant loss)"
     if r["recovered"] is None:
@@ -121,6 +124,8 @@ def summary(r: Report) -> str:
         ([f"less on {_names(less)}"] if less else [])
     reliance = ("the model relies " + ", ".join(parts)) if parts else \
         "the model's feature reliance is unchanged"
+    if not parts and r["kind"] == "real":
+        reliance += " but it predicts the same inputs worse (the relationship changed)"
     moved = [c["feature"] for c in r["changes"] if c["input_moved"]]
     inputs = f"inputs moved: {_names(moved)}" if moved else "inputs unchanged"
     out = f"after row {r['row']:,} {reliance}; {inputs}; {_cost(r)}"

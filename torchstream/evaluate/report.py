@@ -14,8 +14,9 @@ window`` rows after ``r`` have been seen it is built from
 * the *before* window: batches lying entirely in ``[r - window, r)``;
 * the *after* window: batches lying entirely in ``[r + settle, r + settle + window)``
 
-(a batch that straddles a window's edge belongs to neither; ``settle`` rows, 0 by default, give
-the learner time to learn the new concept before its reliance is measured). The default window
+(a batch that straddles a window's edge belongs to neither; ``settle`` rows, one window by
+default, give the learner time to learn the new concept, and the explainers' EMA time to forget
+the old one, before the reliance is measured). The default window
 is the explainers' EMA span ``2 / alpha`` (the smallest ``alpha``): one span is what an EMA
 snapshot summarises. For every feature of every explainer (a feature of several encoded columns,
 ``feature_groups``, counts once):
@@ -28,7 +29,8 @@ snapshot summarises. For every feature of every explainer (a feature of several 
   ``z`` the two-sided normal quantile at ``level`` with a Bonferroni correction over the
   features of the explainer (``z = Phi^-1(1 - level / (2 d))``);
 * ``verdict``: ``"gained"`` if the intervals do not overlap and after > before, ``"lost"`` if
-  they do not overlap and after < before, else ``"unchanged"``;
+  they do not overlap and after < before, else ``"unchanged"``; a change smaller than
+  ``min_effect`` times the explainer's largest mean importance is ``"unchanged"`` too;
 * ``input_shift``: Welch's t statistic of the feature's mean, after minus before, over the rows
   of the two windows, ``(m_a - m_b) / sqrt(v_a / n_a + v_b / n_b)`` (a feature of several
   columns: its column with the largest ``|t|``, named in ``input_column``), flagged
@@ -43,7 +45,9 @@ snapshot summarises. For every feature of every explainer (a feature of several 
   explains the feature (NaN otherwise).
 
 The report's ``kind`` is ``"real"`` when some verdict is ``"gained"`` or ``"lost"`` (the model's
-reliance changed), ``"virtual"`` when no verdict changed but some input moved, else ``"none"``.
+reliance changed) or when the metric dropped while no input moved (the same inputs are predicted
+worse: the relationship changed, the PD curves say how), ``"virtual"`` when no verdict changed
+and some input moved, else ``"none"``.
 ``changes`` are ranked by evidence: changed verdicts first, then by the gap between the
 intervals relative to their combined width, ``|after - before| / (bound_before + bound_after)``.
 ``where`` lists the ERICS partial alerts and the CDLEEDS neighbourhoods that flagged a local
@@ -51,8 +55,11 @@ change in the same span (their centroids and most distinctive columns). A detect
 within ``window // 4`` rows of an open report's row joins it (listed in ``also``): one change,
 one report (a known drift always opens its own).
 
-The cost: ``metric_before`` / ``metric_after`` over the two windows; ``metric_dropped`` when the
-after window is worse by more than ``z`` standard errors (Welch, at ``level``); then, as in the
+The cost: ``metric_before`` / ``metric_after`` over the two windows and ``metric_right_after``
+over the rows ``[r, r + min(settle, window))`` (the after window when ``settle`` is 0);
+``metric_dropped`` when those first rows are worse than the before window by more than ``z``
+standard errors (Welch, two-sided quantile at ``level``): the drift's immediate cost. Then, as
+in the
 drift restoration time of the float evaluation (Haug et al. 2022, Eq. 3), ``rows_to_recovery``
 is the number of rows from ``r`` to the end of the first batch where the mean over the last
 ``window // 4`` rows (all after ``r``) is back at ``metric_before``; it is followed for at most
@@ -180,12 +187,16 @@ class DriftReporter(PluginBase):
         features).
     settle
         Rows after the alarm left out before the after window starts (the learner's time to
-        adapt); default 0.
+        adapt, and its explainers' to forget the old concept); default one ``window``.
     pdps
         Incremental PDPs (placed before the reporter) whose curves are compared.
     horizon
         Rows after the alarm during which the recovery of the metric is followed (default
         ``10 * window``).
+    min_effect
+        A verdict also needs ``|after - before|`` of at least this share of the explainer's
+        largest mean importance (either window): a change too small to matter to the model is
+        ``unchanged`` however sure (default 0.05; 0: the interval test alone).
     on_report
         Called with each report when it is built.
     """
@@ -200,17 +211,22 @@ class DriftReporter(PluginBase):
         window: int | None = None,
         known_drifts: Sequence[int] | None = None,
         level: float = 0.05,
-        settle: int = 0,
+        settle: int | None = None,
         pdps: Sequence[IncrementalPDP] = (),
         horizon: int | None = None,
+        min_effect: float = 0.05,
         on_report: OnReport | None = None,
     ) -> None:
         if not explainers:
             raise ValueError("explainers is empty: a drift report needs at least one explainer")
         if not 0.0 < level < 1.0:
             raise ValueError(f"level must be in (0, 1), got {level!r}")
+        if not 0.0 <= min_effect < 1.0:
+            raise ValueError(f"min_effect must be in [0, 1), got {min_effect!r}")
         if window is None:
             window = max(1, round(2.0 / min(float(e.alpha) for e in explainers)))
+        if settle is None:
+            settle = window
         for label, value, low in (("window", window, 1), ("settle", settle, 0),
                                   ("horizon", horizon, 1)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)
@@ -223,6 +239,7 @@ class DriftReporter(PluginBase):
         self.settle = settle
         self.pdps = list(pdps)
         self.horizon = 10 * window if horizon is None else horizon
+        self.min_effect = float(min_effect)
         self.on_report = on_report
         self.known_drifts = sorted(int(r) for r in (known_drifts or ()))
         self.explainer_names = [plugin_name(e, i) for i, e in enumerate(self.explainers)]
@@ -250,6 +267,7 @@ class DriftReporter(PluginBase):
         """What a state must match."""
         return {"window": self.window, "known_drifts": list(self.known_drifts),
                 "level": self.level, "settle": self.settle, "horizon": self.horizon,
+                "min_effect": self.min_effect,
                 "pdps": list(self.pdp_names)}
 
     @property
@@ -433,7 +451,6 @@ class DriftReporter(PluginBase):
         shift = input_shift(([e["sums"] for e in before], [e["squares"] for e in before], n_b),
                             ([e["sums"] for e in after], [e["squares"] for e in after], n_a),
                             z_quantile(self.level, n_inputs))
-        end = a0 + w
         near = max(1, w // 4)
         partial: dict[str, list[str]] = {}
         for r, det, feature in self._partial:
@@ -451,9 +468,12 @@ class DriftReporter(PluginBase):
             n_eff_a = max(1.0, n_a * float(explainer.alpha) / 2.0)
             imp_b, hw_b = mean_bound([e["snapshots"][k] for e in before], len(names), z, n_eff_b)
             imp_a, hw_a = mean_bound([e["snapshots"][k] for e in after], len(names), z, n_eff_a)
+            scale = max((abs(v) for v in imp_b + imp_a if math.isfinite(v)), default=0.0)
             for j, feature in enumerate(names):
                 verdict = "unchanged"
-                if imp_a[j] - hw_a[j] > imp_b[j] + hw_b[j]:
+                if abs(imp_a[j] - imp_b[j]) < self.min_effect * scale:
+                    pass
+                elif imp_a[j] - hw_a[j] > imp_b[j] + hw_b[j]:
                     verdict = "gained"
                 elif imp_a[j] + hw_a[j] < imp_b[j] - hw_b[j]:
                     verdict = "lost"
@@ -474,18 +494,24 @@ class DriftReporter(PluginBase):
         distance = {c["feature"]: c["distance"] for c in curves}
         for c in changes:
             c["pdp_distance"] = distance.get(c["feature"], math.nan)
-        real = bool(changed)
-        kind = "real" if real else ("virtual" if shift.any_moved else "none")
         m_b, se_b = self._metric(before)
-        m_a, se_a = self._metric(after)
-        worse = (m_b - m_a) if self._task != "regression" else (m_a - m_b)
+        m_a, _ = self._metric(after)
+        first = min(w, self.settle) if self.settle else w  # the rows right after the alarm
+        m_f, se_f = self._metric([e for e in self._entries
+                                  if e["start"] >= row and e["end"] <= row + first])
+        worse = (m_b - m_f) if self._task != "regression" else (m_f - m_b)
         z_metric = z_quantile(self.level, 1)
-        dropped = bool(math.isfinite(worse) and worse > z_metric * math.hypot(se_b, se_a))
+        dropped = bool(math.isfinite(worse) and worse > z_metric * math.hypot(se_b, se_f))
+        if changed or (dropped and not shift.any_moved):
+            kind = "real"  # the reliance changed, or the same inputs are now predicted worse
+        else:
+            kind = "virtual" if shift.any_moved else "none"
         report: Report = {
             "row": int(row), "detector": pending["detector"], "also": list(pending["also"]),
             "summary": "", "kind": kind,
             "metric": "accuracy" if self._task != "regression" else "squared error",
-            "metric_before": m_b, "metric_after": m_a, "metric_dropped": dropped,
+            "metric_before": m_b, "metric_right_after": m_f, "metric_after": m_a,
+            "metric_dropped": dropped,
             "rows_to_recovery": pending["rows_to_recovery"], "recovered": pending["recovered"],
             "rows_before": n_b, "rows_after": n_a, "settle": self.settle,
             "inputs_moved": shift.any_moved, "changes": changes, "curves": curves,
