@@ -126,3 +126,17 @@ def test_erics_and_pdp_detectors_run_with_the_report(tmp_path, capsys):
     features = {"salary", "commission", "age", "elevel", "car", "zipcode", "hvalue", "hyears",
                 "loan"}
     assert set(known["where"]["partial"].get("erics", [])) <= features
+
+
+def test_cdleeds_regions_in_the_report(tmp_path, capsys):
+    logdir = _run(tmp_path, "--detect", "cdleeds", "--report")
+    assert "cdleeds: neighbourhoods of the inputs standardised" in capsys.readouterr().out
+    data = json.loads((logdir / "report.json").read_text())
+    regions = [g for r in data["alarms"] for g in r["where"]["regions"]]
+    assert regions  # CDLEEDS alarmed on this stream and named the neighbourhoods
+    for region in regions:
+        centroid = region["centroid"]
+        assert set(centroid) == {"salary", "commission", "age", "elevel", "car", "zipcode",
+                                 "hvalue", "hyears", "loan"}
+        # in the inputs' units: Agrawal's age lies in [20, 80], salary in [20k, 150k]
+        assert 15 <= centroid["age"] <= 85 and 1e4 <= centroid["salary"] <= 1.6e5

@@ -336,3 +336,51 @@ def test_same_inputs_predicted_worse_is_a_real_drift():
     assert r["metric_dropped"] and not r["inputs_moved"]
     assert r["kind"] == "real"
     assert "but it predicts the same inputs worse (the relationship changed)" in r["summary"]
+
+
+def test_cdleeds_on_standardised_inputs_reports_regions_in_input_units():
+    # two blobs whose columns differ in scale by 10^6: raw RBF similarities would see one
+    # column only; standardised, CDLEEDS separates the blobs, and the report gives the changed
+    # blob's centroid in the inputs' units
+    g = torch.Generator().manual_seed(1)
+    centres = torch.tensor([[2e5, 0.2], [8e5, 0.8]], dtype=torch.float64)
+    spread = torch.tensor([5e3, 0.05], dtype=torch.float64)
+    stub = _Stub()
+    stub.column_names = ["salary", "rate"]
+
+    def model(x: torch.Tensor) -> torch.Tensor:
+        return torch.sigmoid(x[:, 1])
+
+    def run(rows: range, monitor: LocalChangeMonitor, rep: DriftReporter | None) -> None:
+        for t in rows:
+            x = centres[t % 2].unsqueeze(0) + spread * torch.randn(1, 2, generator=g,
+                                                                    dtype=torch.float64)
+            out = model(x) + (0.2 if t >= 600 and t % 2 else 0.0)
+            batch = Batch(t, t, x, torch.zeros(1), out, model)
+            monitor.on_batch(batch)
+            if rep is not None:
+                rep.on_batch(batch)
+
+    monitor = LocalChangeMonitor(CDLEEDS(max_depth=3), monitored=2, scale_inputs=True)
+    rep = DriftReporter([stub], [monitor], window=200, settle=0)
+    run(range(1200), monitor, rep)
+    rep.finish()
+    assert monitor.detector.alerts
+    (top, *_) = rep.reports[0]["where"]["regions"]
+    assert top["centroid"]["salary"] == pytest.approx(8e5, rel=0.05)
+    assert top["centroid"]["rate"] == pytest.approx(0.8, abs=0.05)
+    # exact resume with the scaler, and the setting is checked
+    first = LocalChangeMonitor(CDLEEDS(max_depth=3), monitored=2, scale_inputs=True)
+    g.manual_seed(2)
+    run(range(300), first, None)
+    state = first.state_dict()
+    again = LocalChangeMonitor(CDLEEDS(max_depth=3), monitored=2, scale_inputs=True)
+    again.load_state_dict(state)
+    assert again.scaler is not None and torch.equal(again.scaler.mean, first.scaler.mean)
+    for m in (first, again):
+        g.manual_seed(3)
+        run(range(300, 700), m, None)
+    assert again.detector.alerts == first.detector.alerts
+    assert torch.equal(again.detector.leaf_centroids, first.detector.leaf_centroids)
+    with pytest.raises(ValueError, match="scale_inputs"):
+        LocalChangeMonitor(CDLEEDS(max_depth=3), monitored=2).load_state_dict(state)

@@ -1,7 +1,8 @@
 """The drift detectors of the command line, by name: river's detectors on the learner's 0/1
 errors (``evaluate --detectors``, ``run --detect``), and for ``run --detect`` also ERICS on
-a Probit head's parameter distribution (with a partial test per feature) and a change detector
-on the iPDP's importance score."""
+a Probit head's parameter distribution (with a partial test per feature), CDLEEDS on the
+model's outputs (with the regions that changed) and a change detector on the iPDP's importance
+score."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Protocol
 from river import drift
 
 from torchstream.drift import ERICS, ErrorDetector
+from torchstream.drift.cdleeds import CDLEEDS, LocalChangeMonitor
 from torchstream.drift.pdp import PDPDriftDetector
 from torchstream.explain.ipdp import IncrementalPDP
 from torchstream.models.distributional import ProbitHead
@@ -20,10 +22,10 @@ __all__ = ["DETECTORS", "RUN_DETECTORS", "make_detectors", "parse_names", "river
 
 #: river detectors of the error signal.
 DETECTORS = ("ddm", "eddm", "hddm_a", "hddm_w", "adwin", "page_hinkley", "kswin")
-#: What ``run --detect`` accepts: the river detectors, ``erics`` and ``pdp``.
-RUN_DETECTORS = DETECTORS + ("erics", "pdp")
+#: What ``run --detect`` accepts: the river detectors, ``erics``, ``cdleeds`` and ``pdp``.
+RUN_DETECTORS = DETECTORS + ("erics", "cdleeds", "pdp")
 
-Detector = ErrorDetector | ERICS | PDPDriftDetector
+Detector = ErrorDetector | ERICS | LocalChangeMonitor | PDPDriftDetector
 
 
 class RiverDetector(Protocol):
@@ -66,8 +68,10 @@ def make_detectors(names: Sequence[str], stream: Stream,
 
     ``erics``: ERICS with a Probit head on the inputs standardised with running statistics,
     its partial test per feature (the schema's features; binary classification only);
-    ``pdp``: river's ADWIN on the importance score of each iPDP in ``pdps`` (the detector owns
-    its iPDP: the caller runs the detector in the iPDP's place).
+    ``cdleeds``: CDLEEDS (``reset_on_drift=True``, the global-drift setting) on the model's
+    outputs against an EWMA baseline, its neighbourhoods on the inputs standardised with
+    running statistics; ``pdp``: river's ADWIN on the importance score of each iPDP in ``pdps``
+    (the detector owns its iPDP: the caller runs the detector in the iPDP's place).
     """
     out: list[Detector] = []
     for name in names:
@@ -83,6 +87,9 @@ def make_detectors(names: Sequence[str], stream: Stream,
             wide = any(len(cols) > 1 for cols in groups.values())
             out.append(ERICS(ProbitHead(stream.schema.n_columns), partial=True,
                              feature_groups=groups if wide else None, scale_inputs=True))
+        elif name == "cdleeds":
+            out.append(LocalChangeMonitor(CDLEEDS(reset_on_drift=True), monitored=1,
+                                          log_attributions=0, scale_inputs=True))
         elif name == "pdp":
             if not pdps:
                 raise ValueError("--detect pdp needs an iPDP: add ipdp to --explain")

@@ -48,9 +48,13 @@ def make_monitors(args: argparse.Namespace, stream: Stream,
     plugins: list[object] = [p for p in explainers if id(p) not in owned]
     plugins += report_pdps
     plugins += detectors
-    if any(n == "erics" for n in names):
+    if "erics" in names:
         lines.append("erics: a Probit head on the inputs standardised with running statistics, "
                      "a partial test per feature")
+    if "cdleeds" in names:
+        lines.append("cdleeds: neighbourhoods of the inputs standardised with running "
+                     "statistics, the model's outputs against an EWMA baseline input, the tests "
+                     "restarted after each alarm")
     reporter = None
     if args.report:
         scored = [p for p in explainers if isinstance(p, (IncrementalPFI, IncrementalSAGE))]

@@ -118,9 +118,10 @@ def add_parser(
     run.add_argument("--detect", default="none",
                      help="drift detectors, comma-separated: river's "
                           f"{', '.join(DETECTORS)} on the 0/1 errors, erics (a Probit head's "
-                          "parameters, a partial test per feature; binary classification) or "
-                          "pdp (ADWIN on the iPDP's importance score); alarms go to TensorBoard "
-                          "(default: %(default)s)")
+                          "parameters, a partial test per feature; binary classification), "
+                          "cdleeds (the model's outputs by neighbourhood; the regions that "
+                          "changed) or pdp (ADWIN on the iPDP's importance score); alarms go to "
+                          "TensorBoard (default: %(default)s)")
     run.add_argument("--report", action="store_true",
                      help="write a drift report at every alarm and known drift: report.md, "
                           "report.json and report/*.png in the run directory, and the text and "

@@ -289,7 +289,7 @@ class DriftReporter(PluginBase):
             "sums": X.sum(0).tolist(), "squares": (X * X).sum(0).tolist(),
             "metric": metric, "metric_sq": float((signal * signal).sum()),
         })
-        self._record_where(X, end)
+        self._record_where(end)
         self._open(end)
         self._follow_recovery(end - start, metric, end)
         span = self.settle + self.window
@@ -342,7 +342,7 @@ class DriftReporter(PluginBase):
                                   "threshold": self._metric(before)[0], "recovered": None,
                                   "rows_to_recovery": None})
 
-    def _record_where(self, X: torch.Tensor, end: int) -> None:
+    def _record_where(self, end: int) -> None:
         """ERICS partial alerts new since the last batch and, at a CDLEEDS alert, the
         neighbourhoods that flag a local change (at the batch's last row)."""
         for i, detector in enumerate(self.detectors):
@@ -354,15 +354,20 @@ class DriftReporter(PluginBase):
                     label = feature if isinstance(feature, str) else (
                         names[feature] if feature < len(names) else f"x{feature}")
                     self._partial.append((end - 1, self.detector_names[i], label))
-            cdleeds = detector.detector if isinstance(detector, LocalChangeMonitor) else detector
+            monitor = detector if isinstance(detector, LocalChangeMonitor) else None
+            cdleeds = monitor.detector if monitor is not None else detector
             if isinstance(cdleeds, CDLEEDS) and cdleeds.drift_detected:
-                self._regions += self._flagged(cdleeds, self.detector_names[i], end - 1, X)
+                self._regions += self._flagged(cdleeds, monitor, self.detector_names[i], end - 1)
 
-    def _flagged(self, det: CDLEEDS, name: str, row: int, X: torch.Tensor) -> list[Region]:
+    def _flagged(self, det: CDLEEDS, monitor: LocalChangeMonitor | None, name: str, row: int
+                 ) -> list[Region]:
         change = det.leaf_change
         if not bool(change.any()):
             return []
-        centroids = det.leaf_centroids[change].to("cpu", torch.float64)
+        centroids = det.leaf_centroids[change]
+        if monitor is not None:  # in the inputs' units
+            centroids = monitor.to_inputs(centroids)
+        centroids = centroids.to("cpu", torch.float64)
         cols = self._columns or [f"x{j}" for j in range(centroids.shape[1])]
         sums = torch.tensor([e["sums"] for e in self._entries], dtype=torch.float64).sum(0)
         squares = torch.tensor([e["squares"] for e in self._entries], dtype=torch.float64).sum(0)

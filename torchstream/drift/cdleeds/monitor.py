@@ -24,6 +24,7 @@ from torchstream.base import PluginBase
 from torchstream.drift.cdleeds.detector import CDLEEDS
 from torchstream.explain._base import feature_names_for
 from torchstream.explain.baselines import Baseline, EWMABaseline
+from torchstream.learners.scaling import RunningStandardizer
 from torchstream.typing import BatchView
 
 __all__ = ["LocalChangeMonitor"]
@@ -55,6 +56,12 @@ class LocalChangeMonitor(PluginBase):
         For those scalars (default ``x0..``).
     name
         Plug-in name (scalar prefix).
+    scale_inputs
+        CDLEEDS sees the inputs standardised with running statistics (updated with each batch
+        before it is used): its neighbourhoods compare RBF similarities, which need the
+        columns on one scale. The model and the baseline still see the raw inputs; monitored
+        rows are standardised once, when they are registered; :meth:`to_inputs` maps CDLEEDS's
+        centroids back (default False: the inputs as given).
 
     Attributes
     ----------
@@ -82,6 +89,7 @@ class LocalChangeMonitor(PluginBase):
         log_attributions: int = 3,
         feature_names: Sequence[str] | None = None,
         name: str = "cdleeds",
+        scale_inputs: bool = False,
     ) -> None:
         self.detector = detector if detector is not None else CDLEEDS()
         self.explainer = explainer
@@ -105,6 +113,8 @@ class LocalChangeMonitor(PluginBase):
         self.log_attributions = int(log_attributions)
         self.feature_names = feature_names
         self.name = name
+        self.scale_inputs = bool(scale_inputs)
+        self.scaler: RunningStandardizer | None = None
         self.attributions: torch.Tensor | None = None
         self.computed_at: torch.Tensor | None = None
         self.n_recomputed = 0
@@ -135,6 +145,15 @@ class LocalChangeMonitor(PluginBase):
                 self._rows = torch.cat(self._pending)
                 self._pending = []
 
+    def _scaled(self, X: torch.Tensor) -> torch.Tensor:
+        return X if self.scaler is None else self.scaler.transform(X)
+
+    def to_inputs(self, Z: torch.Tensor) -> torch.Tensor:
+        """Points of CDLEEDS's space (e.g. its leaf centroids) in the inputs' units."""
+        if self.scaler is None:
+            return Z
+        return self.scaler.inverse(Z.to(self.scaler.mean.device, torch.float64))
+
     def _explain(self, rows: torch.Tensor) -> torch.Tensor:
         return self.explainer.attribute(rows).attributions.detach()
 
@@ -148,7 +167,11 @@ class LocalChangeMonitor(PluginBase):
         with torch.no_grad():
             phi0 = torch.as_tensor(model(b)).detach()
         phi0 = phi0.reshape(-1) if phi0.dim() == 2 else phi0.reshape(())
-        self.detector.update(X, y_pred, phi0, start=batch.start)
+        if self.scale_inputs:
+            if self.scaler is None:
+                self.scaler = RunningStandardizer(int(X.shape[1])).to(X.device)
+            self.scaler.update(X)
+        self.detector.update(self._scaled(X), y_pred, phi0, start=batch.start)
         self.drift_detected = self.detector.drift_detected
         out: dict[str, float] = {
             "drift": float(self.drift_detected),
@@ -159,7 +182,7 @@ class LocalChangeMonitor(PluginBase):
             self._collect(X)
             if self._rows is not None:
                 self._rows = self._rows.to(X.device, X.dtype)
-                self.detector.monitor(self._rows)
+                self.detector.monitor(self._scaled(self._rows))
                 if self.explainer is not None:
                     self.attributions = self._explain(self._rows)
                     self.computed_at = torch.full((self._rows.shape[0],), int(batch.step))
@@ -212,6 +235,8 @@ class LocalChangeMonitor(PluginBase):
             "n_recomputed": self.n_recomputed,
             "n_possible": self.n_possible,
             "drift_detected": self.drift_detected,
+            "scale_inputs": self.scale_inputs,
+            "scaler": None if self.scaler is None else list(self.scaler.snapshot()),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -228,6 +253,14 @@ class LocalChangeMonitor(PluginBase):
         self.n_recomputed = int(state["n_recomputed"])
         self.n_possible = int(state["n_possible"])
         self.drift_detected = bool(state["drift_detected"])
+        if bool(state.get("scale_inputs", False)) != self.scale_inputs:
+            raise ValueError(f"state has scale_inputs={state.get('scale_inputs', False)}, "
+                             f"this monitor has scale_inputs={self.scale_inputs}")
+        self.scaler = None
+        if state.get("scaler") is not None:
+            mean, m2, n = state["scaler"]
+            self.scaler = RunningStandardizer(int(mean.numel())).to(mean.device)
+            self.scaler.restore((mean, m2, int(n)))
 
     def __repr__(self) -> str:
         return f"LocalChangeMonitor({self.detector!r}, monitored={self._wanted})"
