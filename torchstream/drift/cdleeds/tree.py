@@ -86,8 +86,8 @@ def two_sample_t_test(V: torch.Tensor | np.ndarray) -> np.ndarray:
 class Node:
     """A node of the clustering tree: windows ``W`` ``[<=w, m]`` (rows), ``V`` ``[<=w, k]``
     (differences; both views of one buffer) and ``T`` ``[<=w]`` (stream positions of the rows,
-    a numpy array) in time order, their centroid, an age, the last p-values (leaves), 0 or 2 children and, for an inner
-    node, the two seed rows ``pivots`` ``[2, m]`` of its split.
+    a numpy array) in time order, their centroid, an age, the last p-values (leaves), 0 or 2
+    children and, for an inner node, the two seed rows ``pivots`` ``[2, m]`` of its split.
 
     The windows live in buffers of ``2 w`` rows: new rows are written after the current ones
     and the window start moves forward; when the buffer is full the window is copied to its
