@@ -100,6 +100,8 @@ def test_resumed_run_writes_the_same_report(tmp_path, reported):
     (["--report", "--report-window", "0"], "--report-window must be >= 1"),
     (["--report", "--report-settle", "-1"], "--report-settle must be >= 0"),
     (["--detect", "erics", "--stream", "friedman"], "--detect erics needs a binary"),
+    (["--report-at", "300"], "--report-at needs --report"),
+    (["--report", "--report-at", "0"], "--report-at rows must be >= 1"),
 ])
 def test_report_option_errors(argv, message, tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
@@ -140,3 +142,12 @@ def test_cdleeds_regions_in_the_report(tmp_path, capsys):
                                  "hvalue", "hyears", "loan"}
         # in the inputs' units: Agrawal's age lies in [20, 80], salary in [20k, 150k]
         assert 15 <= centroid["age"] <= 85 and 1e4 <= centroid["salary"] <= 1.6e5
+
+
+def test_report_at_rows_the_user_names(tmp_path):
+    logdir = _run(tmp_path, "--report", "--report-at", "300", "--explain", "ipfi")
+    data = json.loads((logdir / "report.json").read_text())
+    assert [(r["row"], r["detector"]) for r in data["alarms"]] == [(300, "known"),
+                                                                   (600, "known")]
+    # the before window of row 300 is rows 100-299, whole; the after window rows 500-699
+    assert (data["alarms"][0]["rows_before"], data["alarms"][0]["rows_after"]) == (200, 200)

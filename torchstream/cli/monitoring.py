@@ -61,17 +61,18 @@ def make_monitors(args: argparse.Namespace, stream: Stream,
         if not scored:
             raise ValueError("--report needs ipfi or isage in --explain (the importance it "
                              "compares)")
-        if not detectors and not stream.drift_positions:
-            lines.append("report: no --detect and no known drift in this stream: the report "
-                         "will be empty")
+        known = sorted(set(stream.drift_positions) | set(args.report_at))
+        if not detectors and not known:
+            lines.append("report: no --detect, no --report-at and no known drift in this "
+                         "stream: the report will be empty")
         reporter = DriftReporter(scored, detectors, window=args.report_window,
-                                 known_drifts=list(stream.drift_positions),
+                                 known_drifts=known,
                                  settle=args.report_settle, pdps=pdps + report_pdps)
         how = "" if args.report_window else " (2 / --explain-alpha)"
         settle = "" if args.report_settle is not None else " (one window)"
         lines.append(f"report: {reporter.window:,} rows on each side of an alarm{how}, the "
                      f"after window starting {reporter.settle:,} rows after it{settle}; at "
-                     + ", ".join(["known drifts"] * bool(stream.drift_positions)
+                     + ", ".join(["known drifts"] * bool(known)
                                  + [f"alarms of {', '.join(names)}"] * bool(names)))
         plugins.append(reporter)
     return Monitors(plugins, detectors, reporter, lines)

@@ -127,6 +127,9 @@ def add_parser(
                           "report.json and report/*.png in the run directory, and the text and "
                           "figures in TensorBoard at the alarm's row (needs ipfi or isage; adds "
                           "an iPDP per feature, up to --report-pdps features)")
+    run.add_argument("--report-at", type=int, nargs="+", default=[], metavar="ROW",
+                     help="also report at these rows (changes you know of; a synthetic "
+                          "stream's known drifts are reported anyway)")
     run.add_argument("--report-window", type=int,
                      help="rows compared on each side of an alarm (default: the explainers' "
                           "span 2 / --explain-alpha)")
@@ -282,6 +285,10 @@ def _check_run_args(args: argparse.Namespace) -> None:
         raise SystemExit(f"error: --lr must be a finite number > 0, got {args.lr}")
     if not 0 < args.explain_alpha <= 1:
         raise SystemExit(f"error: --explain-alpha must be in (0, 1], got {args.explain_alpha}")
+    if args.report_at and not args.report:
+        raise SystemExit("error: --report-at needs --report")
+    if any(r < 1 for r in args.report_at):
+        raise SystemExit(f"error: --report-at rows must be >= 1, got {args.report_at}")
     if args.report_settle is not None and args.report_settle < 0:
         raise SystemExit(f"error: --report-settle must be >= 0, got {args.report_settle}")
     check_device(args.device)
@@ -307,6 +314,7 @@ def _run_identity(args: argparse.Namespace, built: BuiltLearner) -> dict[str, An
             "explain_columns": args.explain_columns, "detect": args.detect,
             "report": args.report, "report_window": args.report_window,
             "report_settle": args.report_settle, "report_pdps": args.report_pdps,
+            "report_at": list(args.report_at),
             "stream_options": {"stream": args.stream, "target": args.target,
                                "drop": list(args.drop), "categorical": list(args.categorical),
                                "numeric": list(args.numeric), "missing": list(args.missing),
