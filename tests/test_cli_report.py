@@ -151,3 +151,12 @@ def test_report_at_rows_the_user_names(tmp_path):
                                                                    (600, "known")]
     # the before window of row 300 is rows 100-299, whole; the after window rows 500-699
     assert (data["alarms"][0]["rows_before"], data["alarms"][0]["rows_after"]) == (200, 200)
+
+
+def test_resume_needs_the_same_report_settings(tmp_path):
+    ckpt = tmp_path / "ckpt.pt"
+    args = [*BASE, "--logdir", str(tmp_path / "run"), "--explain", "ipfi"]
+    assert main([*args, "--steps", "20", "--checkpoint", str(ckpt)]) == 0
+    with pytest.raises(SystemExit, match="config.report: only in this run"):
+        main([*args, "--resume", str(ckpt), "--report"])
+    assert main([*args, "--resume", str(ckpt), "--steps", "5"]) == 0  # the same run resumes

@@ -305,21 +305,26 @@ def _run_identity(args: argparse.Namespace, built: BuiltLearner) -> dict[str, An
     """The options that define a run's results (logged as hparams, checked on --resume); the
     model's identity comes from the learner factory (a spec's file and tables, or the name,
     kind and class of a registered learner)."""
-    return {"model_spec": dict(built.identity),
-            "seed": args.seed, "lr": args.lr,
-            # the learner's own setting: None for learners that never scale (river, dmt)
-            "scale_inputs": getattr(built.learner, "scale_inputs", None),
-            "window": args.window, "explain": args.explain,
-            "explain_alpha": args.explain_alpha, "pdp_feature": args.pdp_feature,
-            "explain_columns": args.explain_columns, "detect": args.detect,
-            "report": args.report, "report_window": args.report_window,
-            "report_settle": args.report_settle, "report_pdps": args.report_pdps,
-            "report_at": list(args.report_at),
-            "stream_options": {"stream": args.stream, "target": args.target,
-                               "drop": list(args.drop), "categorical": list(args.categorical),
-                               "numeric": list(args.numeric), "missing": list(args.missing),
-                               "dates": args.dates, "encoding": args.encoding,
-                               "task": args.task, "n_samples": args.n_samples}}
+    identity: dict[str, Any] = {
+        "model_spec": dict(built.identity),
+        "seed": args.seed, "lr": args.lr,
+        # the learner's own setting: None for learners that never scale (river, dmt)
+        "scale_inputs": getattr(built.learner, "scale_inputs", None),
+        "window": args.window, "explain": args.explain,
+        "explain_alpha": args.explain_alpha, "pdp_feature": args.pdp_feature,
+        "explain_columns": args.explain_columns,
+        "stream_options": {"stream": args.stream, "target": args.target,
+                           "drop": list(args.drop), "categorical": list(args.categorical),
+                           "numeric": list(args.numeric), "missing": list(args.missing),
+                           "dates": args.dates, "encoding": args.encoding,
+                           "task": args.task, "n_samples": args.n_samples}}
+    # only when used: a checkpoint written without detectors or a report still resumes
+    if args.detect != "none":
+        identity["detect"] = args.detect
+    if args.report:
+        identity["report"] = {"window": args.report_window, "settle": args.report_settle,
+                              "pdps": args.report_pdps, "at": list(args.report_at)}
+    return identity
 
 
 def _write_result(path: Path, result: RunResult, plugins: Sequence[Explainer],
