@@ -30,8 +30,9 @@ function under ``torch.no_grad()``; for the Hoeffding tree that model function i
 tensor -> dict decoding. ``minimal/floor`` (iPFI on the MLP) is the time of the least work any
 eager iPFI step must do (slot draws, gather, input buffer, forward, losses, one EMA update, one
 reservoir write; no checks or variance) over the same floor: the lower bound of ``ours/floor``
-for an implementation that launches one kernel per tensor operation. Every setting runs ``--repeats`` times, interleaved (ixai, ours B=1,
-floor B=1, ours B=64, floor B=64, next setting, ...); only the explain loop is timed. The final
+for an implementation that launches one kernel per tensor operation. Every setting runs
+``--repeats`` times, interleaved (ixai, ours B=1, floor B=1, ours B=64, floor B=64, next
+setting, ...); only the explain loop is timed. The final
 importance vectors of both libraries (last repeat, both debiased: ixai's zero-initialised
 ``importance_values`` divided by ``1 - (1 - alpha)^n`` over its ``n`` explained rows, and our
 ``importance``) are printed side by side with their Spearman rank correlation: the same order of
@@ -55,6 +56,17 @@ Run it from the repository root::
     python scripts/bench_explainers.py --json bench.json        # also write the numbers
     python scripts/bench_explainers.py --check-cost-only        # only the value-check table
     python scripts/bench_explainers.py --device cuda            # ours on the GPU (+ d=100 settings)
+    python scripts/bench_explainers.py --scaling                # only the d = 10 / 100 / 1000 table
+
+``--scaling`` prints how our iPFI and iSAGE scale with the width ``d`` (10, 100, 1000; ``B = 64``,
+``K = 1``, float32 rows, a random linear ``d``-1 model and a ``d``-64-1 MLP, torch on one thread):
+µs per explained row, ``ours/floor`` (our time over the bare model calls on inputs of the same
+shapes: the shapes of one batch's ``model_fn`` calls are recorded, then a tensor of each shape is
+passed through the same model under ``torch.no_grad()``) and the peak memory of the first
+explained batch of a fresh explainer, measured with the torch profiler (``profile_memory=True``:
+the largest total of the tensor bytes allocated and not yet freed during the ``explain`` call,
+i.e. the explainer's buffers, which later batches reuse, its temporaries and the model's
+activations; the storage and the batch itself, allocated before, are not counted).
 
 ixai is a peer measured for comparison, not a dependency of torchstream. Version 0.1.3 pins old
 versions of river / numpy, so install it beside ours without its dependencies::
@@ -87,6 +99,7 @@ from typing import Any
 import numpy as np
 import torch
 from torch import nn
+from torch.profiler import ProfilerActivity, profile
 
 from torchstream.explain.storage._common import _all_finite
 from torchstream.learners import as_model_fn
@@ -468,6 +481,112 @@ def print_check_cost(rows: list[dict[str, Any]]) -> None:
                                 for i, (c, wd) in enumerate(zip(cells, widths, strict=True))))
 
 
+# ---------------------------------------------------------------------- scaling in d
+SCALING_DS = (10, 100, 1000)
+SCALING_B = 64
+
+
+def scaling_model(kind: str, d: int) -> nn.Module:
+    """A random (untrained: the cost does not depend on the weights) linear or MLP regressor."""
+    torch.manual_seed(SEED)
+    net = nn.Linear(d, 1) if kind == "linear" else mlp(d)
+    for p in net.parameters():
+        p.requires_grad_(False)
+    return net.eval()
+
+
+def peak_alloc_mb(fn: Callable[[], None]) -> float:
+    """Peak of the tensor bytes allocated and not yet freed while ``fn`` runs (torch profiler,
+    ``profile_memory=True``; the events' own allocations and frees in time order), in MiB."""
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()
+    live = top = 0
+    for event in sorted(prof.events(), key=lambda e: e.time_range.start):
+        live += event.self_cpu_memory_usage
+        top = max(top, live)
+    return top / 2**20
+
+
+def scaling_row(classes: tuple[type, type], kind: str, model: str, d: int, n_batches: int,
+                repeats: int) -> dict[str, Any]:
+    """One line of the scaling table (see the module docstring): the minimum over ``repeats``
+    of the time of ``n_batches`` explained batches, against the same bare model calls."""
+    ipfi, isage = classes
+    cls = ipfi if kind == "iPFI" else isage
+    b = SCALING_B
+    net = scaling_model(model, d)
+    g = torch.Generator().manual_seed(SEED)
+    X = torch.rand((2 + n_batches) * b, d, generator=g)
+    with torch.no_grad():
+        y = net(X).squeeze(1) + 0.1 * torch.randn(X.shape[0], generator=g)
+    data = [(X[i:i + b], y[i:i + b]) for i in range(0, X.shape[0], b)]
+    shapes: list[tuple[int, ...]] = []
+
+    def recorder(Z: torch.Tensor) -> torch.Tensor:
+        shapes.append(tuple(Z.shape))
+        return net(Z)
+
+    def fresh(fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:
+        exp = cls(fn, "mse", d, alpha=ALPHA, storage="geometric", storage_size=STORAGE_SIZE,
+                  n_samples=1, seed=SEED)
+        for Xb, yb in data[:2]:  # the first batch only fills the storage; the second warms up
+            exp.explain(Xb, yb)
+        return exp
+
+    probe = fresh(recorder)
+    shapes.clear()
+    probe.explain(*data[2])  # the calls of one explained batch
+    inputs = [torch.rand(shape, generator=g) for shape in dict.fromkeys(shapes)]
+    by_shape = {tuple(t.shape): t for t in inputs}
+    ours_t, floor_t = [], []
+    for _ in range(repeats):
+        exp = fresh(net)
+        t0 = time.perf_counter()
+        for Xb, yb in data[2:]:
+            exp.explain(Xb, yb)
+        ours_t.append((time.perf_counter() - t0) / n_batches)
+        with torch.no_grad():
+            t0 = time.perf_counter()
+            for _ in range(n_batches):
+                for shape in shapes:
+                    net(by_shape[shape])
+            floor_t.append((time.perf_counter() - t0) / n_batches)
+    exp = cls(net, "mse", d, alpha=ALPHA, storage="geometric", storage_size=STORAGE_SIZE,
+              n_samples=1, seed=SEED)
+    exp.explain(*data[0])  # fills the storage: the next call allocates the buffers
+    peak = peak_alloc_mb(lambda: exp.explain(*data[1]))
+    ours, floor = min(ours_t), min(floor_t)
+    return {"explainer": kind, "model": model, "d": d, "B": b, "K": 1,
+            "model_rows": sum(s[0] for s in shapes), "model_calls": len(shapes),
+            "us_per_row": ours / b * 1e6, "floor_us_per_row": floor / b * 1e6,
+            "ours_over_floor": ours / floor, "peak_mb": peak}
+
+
+def scaling(classes: tuple[type, type], repeats: int,
+            ds: Sequence[int] = SCALING_DS) -> list[dict[str, Any]]:
+    out = []
+    for model in ("linear", "mlp"):
+        for kind in ("iPFI", "iSAGE"):
+            for d in ds:
+                n_batches = 2 if d >= 1000 else 10 if d >= 100 else 50
+                out.append(scaling_row(classes, kind, model, d, n_batches, repeats))
+    return out
+
+
+def print_scaling(rows: list[dict[str, Any]]) -> None:
+    print(f"\nScaling in d (B = {SCALING_B}, K = 1, float32, 1 thread; minimum over the "
+          f"repeats; peak: torch profiler, tensor bytes live during the first explained batch):")
+    head = ["explainer", "model", "d", "model rows / batch", "calls", "µs / row",
+            "floor µs / row", "ours/floor", "peak MB"]
+    body = [[r["explainer"], r["model"], str(r["d"]), f"{r['model_rows']:,}",
+             str(r["model_calls"]), f"{r['us_per_row']:.1f}", f"{r['floor_us_per_row']:.1f}",
+             fmt_ratio(r["ours_over_floor"]), f"{r['peak_mb']:.1f}"] for r in rows]
+    widths = [max(len(x[i]) for x in [head, *body]) for i in range(len(head))]
+    for cells in [head, *body]:
+        print("  " + " | ".join(c.ljust(wd) if i < 2 else c.rjust(wd)
+                                for i, (c, wd) in enumerate(zip(cells, widths, strict=True))))
+
+
 # ---------------------------------------------------------------------- reporting
 def spearman(a: np.ndarray, b: np.ndarray) -> float:
     ra = np.argsort(np.argsort(a)).astype(float)
@@ -585,6 +704,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", default=None, metavar="PATH", help="write the numbers as JSON")
     p.add_argument("--check-cost-only", action="store_true",
                    help="measure only the per-batch value check against the explain step")
+    p.add_argument("--scaling", action="store_true",
+                   help="measure only the scaling table in d (10, 100, 1000) of iPFI and iSAGE")
     args = p.parse_args(argv)
 
     torch.set_num_threads(1)
@@ -598,6 +719,17 @@ def main(argv: list[str] | None = None) -> int:
         else:
             big = True
     classes = import_ours()
+    if args.scaling:
+        print(f"torch {torch.__version__} ({torch.get_num_threads()} thread), "
+              f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores")
+        table = scaling(classes, args.repeats)
+        print_scaling(table)
+        if args.json:
+            with open(args.json, "w") as fh:
+                json.dump({"torch": torch.__version__, "threads": torch.get_num_threads(),
+                           "platform": platform.platform(), "scaling": table}, fh, indent=2)
+            print(f"\nwrote {args.json}")
+        return 0
     ix = None if args.no_ixai else import_ixai()
     if ix is None and not args.no_ixai:
         print(f"ixai is not installed: measuring ours only. To compare, install it with\n"

@@ -20,7 +20,7 @@ References
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, cast
 
 import torch
@@ -33,7 +33,15 @@ from torchstream.explain.storage._common import _Reservoir
 from torchstream.losses import LossFn
 from torchstream.typing import Imputer, ModelFn, Sampler, Storage
 
-__all__ = ["IncrementalSAGE"]
+__all__ = ["CHUNK_BYTES", "IncrementalSAGE"]
+
+#: Memory budget of one chunk of the expanded model input when ``chunk_size`` is None: chunks
+#: of ``CHUNK_BYTES // (d * itemsize)`` rows (4 MiB: 1,048 rows of 1,000 float32 features).
+CHUNK_BYTES = 4 * 2**20
+#: Integer dtypes that view float values of each width bit for bit (the bitwise select).
+_BIT_VIEWS = {2: torch.int16, 4: torch.int32, 8: torch.int64}
+#: Chunks of fewer values select with a comparison and ``torch.where`` (fewer operations).
+_BITWISE_MIN = 2**16
 
 
 class IncrementalSAGE(LossExplainer):
@@ -72,10 +80,14 @@ class IncrementalSAGE(LossExplainer):
     information another one carries then shares its importance with it; interventionally only
     the feature the model reads gets it ([SAGE]_ §4.3). The sampler is the storage of
     observational iSAGE: it is updated with the batch after explaining and saved in
-    :meth:`state_dict`. Each coalition gets fresh draws. All
+    :meth:`state_dict`. Each coalition gets fresh draws. The
     ``B * (1 + (d - 1) m)`` model evaluations of a batch (``B * (1 + d m)`` with
-    ``empty_prediction="imputed"``) go to ``model_fn`` in one call (or in chunks of
-    ``chunk_size`` rows), under ``torch.no_grad()``, on the device of ``X``. For every row the
+    ``empty_prediction="imputed"``) go to ``model_fn`` under ``torch.no_grad()``, on the device
+    of ``X``: in one call when they fit in one chunk, else the batch first and then its
+    imputed rows in chunks of ``chunk_size`` rows, each chunk built just before its call, so
+    the memory is ``O(chunk_size * d)``, not ``O(B d^2 m)``. The chunking does not change the
+    draws: the estimates are the same for every ``chunk_size`` (up to the last bits of a
+    model whose output for a row depends on how many rows it gets at once). For every row the
     contributions telescope: ``sum_i delta[b, i] = l(y_empty, y_b) - l(f(x_b), y_b)``
     (efficiency, at every step).
 
@@ -144,9 +156,14 @@ class IncrementalSAGE(LossExplainer):
         ``m``, imputed rows per coalition (their predictions are averaged).
     empty_prediction
         ``"ema"`` or ``"imputed"`` (see above).
-    feature_names, init, chunk_size, seed
+    feature_names, init, seed
         As for :class:`~torchstream.explain.ipfi.IncrementalPFI`; the permutations come from
         the explainer's generator (``torch.rand(B, d).argsort(1)``).
+    chunk_size
+        Rows of the expanded model input per ``model_fn`` call (and per chunk of imputed rows
+        built at once). ``None``: as many as fit in :data:`CHUNK_BYTES` (4 MiB: 1,048 rows at
+        ``d = 1000`` in float32; the whole expanded batch for small ``d``). A custom imputer or
+        sampler still gets the whole mask ``[B, G m, d]`` in one ``impute`` call.
     feature_groups
         ``{feature name: encoded column indices}`` (e.g.
         :meth:`~torchstream.schema.Schema.feature_groups`), every column in exactly one group:
@@ -309,15 +326,16 @@ class IncrementalSAGE(LossExplainer):
         #: outputs; float32 on MPS); None before the first row.
         self.y_empty: torch.Tensor | None = None
         self._plan_key: tuple[Any, ...] | None = None
-        self._plan_cache: tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+        self._plan_cache: tuple[torch.Tensor, torch.Tensor]
+        self._buf: torch.Tensor | None = None  # the reused model-input buffer (one chunk)
+        self._scratch_buf: torch.Tensor | None = None  # the reused mask of one chunk
 
     def _contributions(self, X: torch.Tensor, y: torch.Tensor, model_fn: ModelFn) -> torch.Tensor:
         """``delta [B, d]`` along one permutation per row (see the class docstring).
 
-        The model input is a reused group-major buffer ``[1 + G m, B, d]``: the batch itself,
-        then one group of ``B`` rows per (coalition size, inner sample), ``G`` the number of
-        imputed coalition sizes. The imputer sees the masks in its own ``[B, G m, d]`` order, so
-        its draws are the same whatever the layout."""
+        The model outputs are group-major, ``[1 + G m, B]``: the batch itself, then one group of
+        ``B`` rows per (coalition size, inner sample), ``G`` the number of imputed coalition
+        sizes (:meth:`_evaluate_chain`)."""
         b, d = X.shape
         p = self.n_explained_features  # players: the columns, or the groups
         m = self.n_samples
@@ -325,7 +343,7 @@ class IncrementalSAGE(LossExplainer):
         first = 0 if imputed_empty else 1  # smallest coalition size that is imputed
         g = p - first  # imputed coalition sizes first..p-1
         rows = g * m
-        buf, sizes, ranks = self._plan(b, X)
+        sizes, ranks = self._plan(b, X)
         # the uniforms come from the CPU generator (the same permutations on every device);
         # they are sorted where the batch is (stable: ties, rare in float32, break alike)
         u = to_device(torch.rand(b, p, generator=self.generator), X.device)
@@ -336,12 +354,10 @@ class IncrementalSAGE(LossExplainer):
             fg = self.groups
             # every column takes its group's position: a group is present or absent as a whole
             col_rank = rank if fg is None else rank[:, fg.column_group.to(rank.device)]
-            self._impute_into(buf[1:], X, col_rank, sizes)
-            buf[0].copy_(X)
-            Z = buf.view((1 + rows) * b, d)
+            with torch.no_grad():  # also the imputed rows (X or the storage may need grad)
+                out = self._evaluate_chain(model_fn, X, col_rank, sizes)
         else:  # d = 1 with the EMA empty prediction: only the batch itself
-            Z = X
-        out = self._forward(model_fn, Z)
+            out = self._forward(model_fn, X)
         self._check_output(out, y)
         acc = _acc_dtype(out.device)
         k_shape = tuple(out.shape[1:])
@@ -386,24 +402,218 @@ class IncrementalSAGE(LossExplainer):
                 out.append(g)
         return out
 
-    def _plan(self, b: int, X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Cached per ``(B, dtype, device)``: the input buffer ``[1 + G m, B, d]``, the coalition
-        size of every imputed group as ``[G m, 1, 1]`` and the positions ``0..d-1`` as ``[B, d]``
-        (for the inverse permutation), all on ``X``'s device."""
-        key = (b, X.dtype, X.device)
+    def _plan(self, b: int, X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Cached per ``(B, device)``: the coalition size of every imputed row ``r`` as
+        ``[G m]`` and the positions ``0..d-1`` as ``[B, d]`` (for the inverse permutation), on
+        ``X``'s device."""
+        key = (b, X.device)
         if self._plan_key != key:
-            d, m = self.n_features, self.n_samples
+            m = self.n_samples
             p = self.n_explained_features
             first = 0 if self.empty_prediction == "imputed" else 1
-            rows = (p - first) * m
-            sizes = torch.arange(first, p).repeat_interleave(m).view(rows, 1, 1)
-            self._plan_cache = (
-                torch.empty(1 + rows, b, d, dtype=X.dtype, device=X.device),
-                sizes.to(X.device),
-                torch.arange(p, device=X.device).expand(b, p),
-            )
+            sizes = torch.arange(first, p).repeat_interleave(m)
+            self._plan_cache = (sizes.to(X.device), torch.arange(p, device=X.device).expand(b, p))
             self._plan_key = key
         return self._plan_cache
+
+    def chunk_rows(self, X: torch.Tensor) -> int:
+        """Rows of the expanded model input per ``model_fn`` call: ``chunk_size``, or (``None``)
+        as many rows of ``X``'s width and dtype as fit in :data:`CHUNK_BYTES`."""
+        if self.chunk_size is not None:
+            return self.chunk_size
+        return max(1, CHUNK_BYTES // (X.shape[1] * X.element_size()))
+
+    def _buffer(self, n: int, X: torch.Tensor) -> torch.Tensor:
+        """A reused input buffer of at least ``n`` rows of ``X``'s width, dtype and device."""
+        buf = self._buf
+        if buf is None or buf.shape[0] < n or buf.dtype != X.dtype or buf.device != X.device:
+            buf = self._buf = torch.empty(n, X.shape[1], dtype=X.dtype, device=X.device)
+        return buf[:n]
+
+    def _evaluate_chain(
+        self, model_fn: ModelFn, X: torch.Tensor, rank: torch.Tensor, sizes: torch.Tensor
+    ) -> torch.Tensor:
+        """The model outputs ``[(1 + G m) B, *k]``, group-major: the batch, then for every
+        imputed row ``r`` the ``B`` rows that keep the features ``j`` with ``rank[b, j] <
+        sizes[r]`` of batch row ``b`` and impute the others.
+
+        When the batch and all its imputed rows fit in one chunk of :meth:`chunk_rows` rows,
+        they go to the model in one call, built in one buffer (:meth:`_impute_into`).
+        Otherwise the batch goes first, then the imputed rows in chunks built just before
+        their call (:meth:`_chunk_filler`), so the memory is that of one chunk, not
+        ``O(B G m d)``; the chunks are consecutive ranges of ``(b, r)`` in row-major order and
+        the outputs are put back in group-major order. The imputed values are the same
+        whatever the chunk size (see :meth:`_chunk_filler`)."""
+        b, d = X.shape
+        rows = sizes.shape[0]
+        chunk = self.chunk_rows(X)
+        if (1 + rows) * b <= chunk:  # everything in one call
+            buf = self._buffer((1 + rows) * b, X).view(1 + rows, b, d)
+            self._impute_into(buf[1:], X, rank, sizes.view(rows, 1, 1))
+            buf[0].copy_(X)
+            return self._forward(model_fn, buf.view((1 + rows) * b, d))
+        n = b * rows
+        fill = self._chunk_filler(X, rank, sizes)
+        y_out = self._forward(model_fn, X)
+        k_shape = tuple(y_out.shape[1:])
+        out = y_out.new_empty((1 + rows, b, *k_shape))
+        out[0] = y_out
+        by_row = out[1:].transpose(0, 1)  # [B, G m, *k]: row-major (b, r) view
+        buf = self._buffer(min(chunk, n), X)
+        for start in range(0, n, chunk):
+            part = buf[: min(chunk, n - start)]
+            fill(part, start)
+            res = self._forward(model_fn, part)
+            if tuple(res.shape[1:]) != k_shape:
+                widths = sorted({k_shape, tuple(res.shape[1:])})
+                raise ValueError(
+                    f"model_fn returned outputs of different widths across chunks at step "
+                    f"{self.n_batches}: {widths}"
+                )
+            self._scatter_rows(by_row, res, start)
+        return out.view((1 + rows) * b, *k_shape)
+
+    @staticmethod
+    def _scatter_rows(by_row: torch.Tensor, res: torch.Tensor, start: int) -> None:
+        """Write the outputs ``res`` of the row-major rows ``start ..`` into ``by_row [B, R,
+        *k]`` (a partial batch row, whole batch rows, a partial batch row)."""
+        rows = by_row.shape[1]
+        pos, stop, at = start, start + res.shape[0], 0
+        while pos < stop:
+            b0, r0 = divmod(pos, rows)
+            if r0 == 0 and stop - pos >= rows:
+                nb = (stop - pos) // rows
+                by_row[b0 : b0 + nb] = res[at : at + nb * rows].view(nb, rows, *res.shape[1:])
+                step = nb * rows
+            else:
+                step = min(rows - r0, stop - pos)
+                by_row[b0, r0 : r0 + step] = res[at : at + step]
+            pos += step
+            at += step
+
+    def _scratch(self, n: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+        """A reused flat integer buffer of at least ``n`` elements (the mask of a block)."""
+        buf = self._scratch_buf
+        if buf is None or buf.numel() < n or buf.dtype != dtype or buf.device != device:
+            buf = self._scratch_buf = torch.empty(n, dtype=dtype, device=device)
+        return buf[:n]
+
+    def _chunk_filler(
+        self, X: torch.Tensor, rank: torch.Tensor, sizes: torch.Tensor
+    ) -> Callable[[torch.Tensor, int], None]:
+        """A function writing the imputed rows ``start .. start + len(out) - 1`` (row-major
+        ``(b, r)``, ``[B, G m]`` in all) into ``out``.
+
+        The built-in marginal imputer on a reservoir draws chunk by chunk
+        (:meth:`_reservoir_filler`); ``torch.randint`` on the CPU generator is sequential, so
+        the draws equal those for the whole batch at once, whatever the chunk size. A custom
+        imputer or sampler gets the whole mask ``[B, G m, d]`` in one call (its protocol, and
+        the order of its draws is its own) and the chunks are copied from its result."""
+        fill = self._reservoir_filler(X, rank, sizes)
+        if fill is not None:
+            return fill
+        b, d = X.shape
+        rows = sizes.shape[0]
+        mask = rank.view(b, 1, d) < sizes.view(1, rows, 1)  # [B, G m, d]
+        if self._pending is not None:  # a sampler checks and reads x itself: the batch first
+            self._resolve_pending([])
+        imputed = self.imputer.impute(X, mask, self.storage)
+        if imputed.shape != (b, rows, d):
+            raise ValueError(f"imputer returned {list(imputed.shape)}, expected [{b}, {rows}, {d}]")
+        flat = imputed.reshape(b * rows, d)
+
+        def copy(out: torch.Tensor, start: int) -> None:
+            out.copy_(flat[start : start + out.shape[0]])
+
+        return copy
+
+    def _reservoir_filler(
+        self, X: torch.Tensor, rank: torch.Tensor, sizes: torch.Tensor
+    ) -> Callable[[torch.Tensor, int], None] | None:
+        """For the built-in marginal imputer on a reservoir: the function of
+        :meth:`_chunk_filler`; None otherwise.
+
+        The draws are those of :class:`~torchstream.explain.imputers.MarginalImputer` for the
+        whole mask ``[B, G m, d]``: ``"joint"`` one slot per ``(b, r)``, ``"product"`` one per
+        ``(b, r, j)`` (per ``(b, r, group)`` with groups), in that order, drawn here range by
+        range and gathered straight from the reservoir's rows into ``out``; the present
+        features are then copied from ``X`` (:meth:`_keep_present`)."""
+        storage = self.storage
+        imputer = self.imputer
+        # the exact built-in class only: a subclass may override impute()
+        if type(imputer) is not MarginalImputer or not isinstance(storage, _Reservoir):
+            return None
+        data = storage._data
+        d = X.shape[1]
+        rows = sizes.shape[0]
+        joint = imputer.mode == "joint"
+        fg = self.groups
+        column_group = None if fg is None or joint else fg.column_group.to(data.device)
+        per_row = 1 if joint else d if fg is None else fg.n_groups  # draws per (b, r)
+        feature = None if joint else torch.arange(d, device=data.device)
+        flat_data = data.view(-1)
+        direct = data.dtype == X.dtype and data.device == X.device  # gather straight into out
+        X3 = X.contiguous().unsqueeze(1)  # [B, 1, d]
+        rank3 = rank.unsqueeze(1)  # [B, 1, d]
+        sizes3 = sizes.view(1, -1, 1)  # [1, G m, 1]
+
+        def rect(out: torch.Tensor, b0: int, nb: int, r0: int, rc: int) -> None:
+            """Rows ``(b0 .. b0 + nb - 1) x (r0 .. r0 + rc - 1)`` into ``out [nb, rc, d]``."""
+            idx = storage.sample_indices(nb * rc * per_row)
+            if feature is None:  # joint
+                if direct:
+                    torch.index_select(data, 0, idx, out=out.view(nb * rc, d))
+                else:
+                    out.copy_(data.index_select(0, idx).view(nb, rc, d))
+            else:
+                idx = idx.view(nb, rc, per_row)
+                if column_group is not None:  # every column from its group's row
+                    idx = idx[..., column_group]
+                where = torch.add(feature, idx, alpha=d)
+                if direct:
+                    torch.take(flat_data, where, out=out)
+                else:
+                    out.copy_(flat_data.take(where))
+            self._keep_present(out, X3[b0 : b0 + nb], rank3[b0 : b0 + nb],
+                               sizes3[:, r0 : r0 + rc])
+
+        def fill(out: torch.Tensor, start: int) -> None:
+            pos, stop = start, start + out.shape[0]
+            while pos < stop:  # a partial batch row, whole batch rows, a partial batch row
+                b0, r0 = divmod(pos, rows)
+                if r0 == 0 and stop - pos >= rows:
+                    nb, rc = (stop - pos) // rows, rows
+                else:
+                    nb, rc = 1, min(rows - r0, stop - pos)
+                at = pos - start
+                rect(out[at : at + nb * rc].view(nb, rc, d), b0, nb, r0, rc)
+                pos += nb * rc
+
+        return fill
+
+    def _keep_present(
+        self, out: torch.Tensor, x: torch.Tensor, rank: torch.Tensor, sizes: torch.Tensor
+    ) -> None:
+        """In place: ``out`` takes ``x`` where ``rank < sizes`` (the present features; all four
+        broadcast to ``out``'s shape, ``x`` contiguous along its last dimension).
+
+        Large blocks select on the values' bit patterns (exact, signed zeros and all):
+        ``out = x ^ ((x ^ out) & absent)`` with the mask ``absent = (sizes - 1 - rank) >>
+        (bits - 1)`` (all ones where ``rank >= sizes``), a few vectorised passes instead of a
+        comparison and a ``where``; small blocks (fewer operations) use the latter."""
+        bits = _BIT_VIEWS.get(out.element_size()) if out.is_floating_point() else None
+        if (
+            bits is None
+            or out.numel() < _BITWISE_MIN
+            or self.n_explained_features >= torch.iinfo(bits).max
+        ):
+            torch.where(rank < sizes, x, out, out=out)
+            return
+        absent = self._scratch(out.numel(), bits, out.device).view(out.shape)
+        torch.sub((sizes - 1).to(bits), rank.to(bits), out=absent)
+        absent.bitwise_right_shift_(8 * out.element_size() - 1)  # all ones where absent
+        x_bits = x.view(bits)
+        out.view(bits).bitwise_xor_(x_bits).bitwise_and_(absent).bitwise_xor_(x_bits)
 
     def _impute_into(
         self, out: torch.Tensor, X: torch.Tensor, rank: torch.Tensor, sizes: torch.Tensor
@@ -423,24 +633,28 @@ class IncrementalSAGE(LossExplainer):
         if type(imputer) is MarginalImputer and isinstance(storage, _Reservoir):
             data = storage._data
         if data is not None:
-            present = rank.view(1, b, d) < sizes  # [G m, B, d]: True = feature present
+            direct = data.dtype == X.dtype and data.device == X.device  # gather into out
             # draw t fills (b, r) = divmod(t, G m)
             if cast(MarginalImputer, imputer).mode == "joint":
-                idx = storage.sample_indices(b * rows).view(b, rows).t()
-                drawn = data.index_select(0, idx.reshape(-1)).view(rows, b, d)
-            elif self.groups is not None:  # product by group: draw t fills (b, r, group)
-                n_groups = self.groups.n_groups
-                idx = storage.sample_indices(b * rows * n_groups).view(b, rows, n_groups)
-                idx = idx[..., self.groups.column_group.to(idx.device)].transpose(0, 1)
+                idx = storage.sample_indices(b * rows).view(b, rows).t().reshape(-1)
+                if direct:
+                    torch.index_select(data, 0, idx, out=out.view(rows * b, d))
+                else:
+                    out.copy_(data.index_select(0, idx).view(rows, b, d))
+            else:
+                if self.groups is not None:  # product by group: draw t fills (b, r, group)
+                    n_groups = self.groups.n_groups
+                    idx = storage.sample_indices(b * rows * n_groups).view(b, rows, n_groups)
+                    idx = idx[..., self.groups.column_group.to(idx.device)].transpose(0, 1)
+                else:  # product: draw t fills (b, r, j) in that order, feature j of its row
+                    idx = storage.sample_indices(b * rows * d).view(b, rows, d).transpose(0, 1)
                 feature = torch.arange(d, device=idx.device)
-                drawn = data.view(-1).take(torch.add(feature, idx, alpha=d))
-            else:  # product: draw t fills (b, r, j) in that order, feature j of its row
-                idx = storage.sample_indices(b * rows * d).view(b, rows, d).transpose(0, 1)
-                feature = torch.arange(d, device=idx.device)
-                drawn = data.view(-1).take(torch.add(feature, idx, alpha=d))
-            if drawn.dtype != X.dtype or drawn.device != X.device:
-                drawn = drawn.to(device=X.device, dtype=X.dtype)
-            torch.where(present, X, drawn, out=out)
+                where = torch.add(feature, idx, alpha=d)
+                if direct:
+                    torch.take(data.view(-1), where, out=out)
+                else:
+                    out.copy_(data.view(-1).take(where))
+            self._keep_present(out, X.contiguous().view(1, b, d), rank.view(1, b, d), sizes)
             return
         mask = rank.view(b, 1, d) < sizes.view(1, rows, 1)  # [B, G m, d]
         if self._pending is not None:  # a sampler checks and reads x itself: the batch first

@@ -47,7 +47,7 @@ from torchstream.base import FeatureSelectorBase
 from torchstream.explain._groups import FeatureGroups, check_feature_groups
 from torchstream.models.distributional import ParameterDistribution
 
-__all__ = ["FIRES", "fires_group_weights", "fires_weights", "minmax_scale"]
+__all__ = ["FIRES", "fires_group_weights", "fires_weights", "minmax_scale", "top_k_stable"]
 
 
 def fires_weights(
@@ -96,6 +96,29 @@ def minmax_scale(w: torch.Tensor) -> torch.Tensor:
     if span <= 0:
         return torch.zeros_like(w)
     return (w - lo) / span
+
+
+#: Up to this many weights the selection sorts them all (cheaper than a top-k and a filter).
+_FULL_SORT_MAX = 1024
+
+
+def top_k_stable(w: torch.Tensor, k: int) -> torch.Tensor:
+    """The indices of the ``k`` largest entries of ``w [n]``, largest first, ties towards the
+    lower index: exactly ``torch.sort(w, descending=True, stable=True).indices[:k]``, without
+    sorting all ``n`` entries (the ``k``-th largest value from ``torch.topk``, then a stable
+    sort of the entries at or above it).
+
+    >>> top_k_stable(torch.tensor([0.5, 2.0, 0.5, 3.0, 0.5]), 3).tolist()
+    [3, 1, 0]
+    """
+    n = w.shape[0]
+    # few entries: one sort is cheaper; NaN / inf: the full sort's own order
+    if k >= n or n <= _FULL_SORT_MAX or not bool(torch.isfinite(w).all()):
+        return torch.sort(w, descending=True, stable=True).indices[:k].clone()
+    threshold = torch.topk(w, k, sorted=False).values.min()
+    candidates = (w >= threshold).nonzero().flatten()  # ascending indices
+    order = torch.sort(w[candidates], descending=True, stable=True).indices
+    return candidates[order[:k]]
 
 
 def _positive(value: Any, name: str) -> float:
@@ -322,6 +345,11 @@ class FIRES(FeatureSelectorBase):
             raise ValueError(f"mu has {d} features, expected {self.n_features}")
         mu = mu.detach().to(torch.float64)
         sigma = sigma.detach().to(torch.float64)
+        # one fused read: a NaN or inf makes a sum non-finite; the offending entry is only
+        # looked for when a sum is not finite (or finite values overflowed it) or sigma < 0
+        total_mu, total_sigma, low = torch.stack([mu.sum(), sigma.sum(), sigma.min()]).tolist()
+        if math.isfinite(total_mu) and math.isfinite(total_sigma) and low >= 0:
+            return mu, sigma
         for name, v in (("mu", mu), ("sigma", sigma)):
             bad = ~torch.isfinite(v)
             if bad.any():
@@ -348,13 +376,12 @@ class FIRES(FeatureSelectorBase):
         omega = fires_weights(mu, sigma, self.lambda_s, self.lambda_r)
         self.raw_weights = omega
         if self.groups is None:
-            order = torch.sort(omega, descending=True, stable=True).indices
-            self.selected = order[: self.n_selected].clone()
+            self.selected = top_k_stable(omega, self.n_selected)
             row = self.selected.cpu()
         else:
             omega_g = self.groups.sum_columns(omega)
             self.raw_feature_weights = omega_g
-            top = torch.sort(omega_g, descending=True, stable=True).indices[: self.n_selected]
+            top = top_k_stable(omega_g, self.n_selected)
             self.selected_groups = top.clone()
             cols = [c for g in top.tolist() for c in self.groups.members[g]]
             self.selected = torch.tensor(cols, dtype=torch.long, device=omega.device)

@@ -107,10 +107,15 @@ def check_rows(X: Any, n_features: int, dtype: torch.dtype, device: torch.device
     if X.shape[0] == 0:
         raise ValueError(f"{owner}: X has no rows (shape {tuple(X.shape)})")
     X = X.to(dtype=dtype)
-    finite = torch.isfinite(X)
-    if not bool(finite.all()):
-        row, col = (~finite).nonzero()[0].tolist()
-        raise ValueError(f"{owner}: X row {row}, column {col} is not finite ({X[row, col].item()})")
+    # one read: a NaN or inf makes the sum non-finite; only then (or when finite values
+    # overflow the sum) is the element-wise check run, to name the row and column
+    if not math.isfinite(X.sum().item()):
+        finite = torch.isfinite(X)
+        if not bool(finite.all()):
+            row, col = (~finite).nonzero()[0].tolist()
+            raise ValueError(
+                f"{owner}: X row {row}, column {col} is not finite ({X[row, col].item()})"
+            )
     return X
 
 

@@ -28,9 +28,12 @@ __all__ = ["ProbitHead", "probit_log_likelihood", "probit_log_likelihood_grad"]
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 
 
-def _moments(X: Tensor, y: Tensor, mu: Tensor, sigma: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+def _moments(
+    X: Tensor, y: Tensor, mu: Tensor, sigma: Tensor, X2: Tensor | None = None
+) -> tuple[Tensor, Tensor, Tensor]:
+    """``(s, rho, z)`` of the module docstring; ``X2`` is ``X * X`` when the caller has it."""
     s = X @ mu
-    rho = torch.sqrt(1.0 + (X * X) @ (sigma * sigma))
+    rho = torch.sqrt(1.0 + (X * X if X2 is None else X2) @ (sigma * sigma))
     return s, rho, y * s / rho
 
 
@@ -52,11 +55,12 @@ def probit_log_likelihood_grad(
 ) -> tuple[Tensor, Tensor]:
     """Batch-mean gradients ``(d/dmu, d/dsigma)`` of :func:`probit_log_likelihood`, each ``[d]``,
     from the hand-derived closed forms."""
-    s, rho, z = _moments(X, y, mu, sigma)
+    X2 = X * X  # read by rho and by the sigma gradient: computed once
+    s, rho, z = _moments(X, y, mu, sigma, X2)
     lam = inverse_mills_ratio(z)
     batch = X.shape[0]
     g_mu = (lam * y / rho) @ X / batch
-    g_sigma = ((-lam * y * s / rho**3) @ (X * X)) * sigma / batch
+    g_sigma = ((-lam * y * s / rho**3) @ X2) * sigma / batch
     return g_mu, g_sigma
 
 
