@@ -20,6 +20,7 @@ from torchstream import OnlineLearner, Prequential
 from torchstream.drift import ERICS
 from torchstream.drift.cdleeds import CDLEEDS, LocalChangeMonitor
 from torchstream.evaluate._report_format import from_json
+from torchstream.evaluate._report_pd import pd_curves, pd_grids
 from torchstream.evaluate._report_stats import curve_difference
 from torchstream.evaluate.plugins import Batch
 from torchstream.evaluate.report import DriftReporter
@@ -150,17 +151,26 @@ def test_pdp_curves_of_the_changed_feature(full):
     report = next(r for r in reporter.reports if r["detector"] == "known")
     assert seen and seen[0] is reporter.reports[0]  # the callback got the built report
     curves = {c["feature"]: c for c in report["curves"]}
-    assert list(curves) == ["x1", "x2"]  # the changed feature first
-    assert curves["x1"]["verdict_changed"] and not curves["x2"]["verdict_changed"]
+    # the iPDPs' curves for x1 and x2, the model's PD over the last 200 rows for x0; the
+    # features whose importance changed first
+    assert set(curves) == {"x0", "x1", "x2"} and list(curves)[2] == "x2"
+    assert (curves["x1"]["explainer"], curves["x0"]["explainer"]) == ("ipdp/x1", "pd")
+    assert curves["x1"]["verdict_changed"] and curves["x0"]["verdict_changed"]
+    assert not curves["x2"]["verdict_changed"]
     # before the drift the model ignores x_1 (a flat PD), after it P(y=1) rises with x_1:
-    # the curve moves by a large part of the probability range, x_2's stays flat
+    # the curve moves by a large part of the probability range, x_2's stays flat; x_0's PD
+    # goes the other way (a step before, flat after)
     assert curves["x1"]["distance"] > 0.15
     assert curves["x2"]["distance"] < curves["x1"]["distance"] / 3
     pd_after = curves["x1"]["pd_after"]
     assert pd_after[-1] - pd_after[0] > 0.5  # increasing in x_1 after the drift
+    x0 = curves["x0"]
+    assert x0["pd_before"][-1] - x0["pd_before"][0] > 0.5  # the old rule: a step in x_0
+    assert abs(x0["pd_after"][-1] - x0["pd_after"][0]) < 0.25  # ... gone after the drift
+    assert x0["grid_before"] == x0["grid_after"]  # one grid, taken at the row
     by_feature = {c["feature"]: c for c in report["changes"]}
     assert by_feature["x1"]["pdp_distance"] == curves["x1"]["distance"]
-    assert math.isnan(by_feature["x0"]["pdp_distance"])  # no iPDP of x_0
+    assert by_feature["x0"]["pdp_distance"] == curves["x0"]["distance"]
 
 
 def test_erics_partial_alerts_name_the_features(full):
@@ -384,3 +394,42 @@ def test_cdleeds_on_standardised_inputs_reports_regions_in_input_units():
     assert torch.equal(again.detector.leaf_centroids, first.detector.leaf_centroids)
     with pytest.raises(ValueError, match="scale_inputs"):
         LocalChangeMonitor(CDLEEDS(max_depth=3), monitored=2).load_state_dict(state)
+
+
+# ------------------------------------------------------------------------ PD at one moment
+def test_pd_curves_closed_forms():
+    g = torch.Generator().manual_seed(0)
+    n = 50
+    value = torch.rand(n, generator=g, dtype=torch.float64) * 10
+    cat = torch.randint(0, 3, (n,), generator=g)
+    onehot = torch.nn.functional.one_hot(cat, 3).to(torch.float64)
+    missing = (torch.arange(n) % 5 == 0).to(torch.float64)
+    rows = torch.cat([value[:, None], onehot, (value * (1 - missing))[:, None], missing[:, None]],
+                     1)
+    columns = ["v", "c=a", "c=b", "c=z", "m", "m:missing"]
+    groups = {"v": [0], "c": [1, 2, 3], "m": [4, 5]}
+    w = torch.tensor([2.0, 1.0, -1.0, 5.0, 0.5, 7.0], dtype=torch.float64)
+
+    def model(X: torch.Tensor) -> torch.Tensor:
+        return X @ w  # [n]: the PD is the output itself
+
+    grids = pd_grids(rows, ["v", "c", "m"], groups, columns, 5)
+    curves = pd_curves(model, rows, grids, chunk=37)  # chunks that split the blocks
+    base = rows @ w
+    # numeric: 5 quantiles 5 %..95 % of v; PD(g) = mean(f) + 2 (g - mean(v))
+    qs = torch.quantile(value, torch.linspace(0.05, 0.95, 5, dtype=torch.float64))
+    assert curves["v"]["grid"] == pytest.approx(qs.tolist())
+    want = [float(base.mean() + 2 * (q - value.mean())) for q in qs]
+    assert curves["v"]["pd"] == pytest.approx(want)
+    # categorical: the block set to each category; labels without the "c=" prefix
+    assert curves["c"]["labels"] == ["a", "b", "z"]
+    rest = base - onehot @ w[1:4]
+    assert curves["c"]["pd"] == pytest.approx([float(rest.mean() + w[1 + k]) for k in range(3)])
+    assert all(math.isnan(v) for v in curves["c"]["grid"])
+    # nullable: the value grid (present values only) with the indicator 0, then "missing"
+    present = value[missing == 0]
+    assert curves["m"]["labels"][-1] == "missing" and math.isnan(curves["m"]["grid"][-1])
+    other = base - rows[:, 4] * 0.5 - rows[:, 5] * 7.0
+    assert curves["m"]["pd"][-1] == pytest.approx(float(other.mean() + 0.5 * present.mean() + 7))
+    q0 = float(torch.quantile(present, 0.05))
+    assert curves["m"]["pd"][0] == pytest.approx(float(other.mean() + 0.5 * q0))

@@ -4,7 +4,7 @@ and the drift report of ``--report``, assembled into the runner's plug-in list."
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from torchstream.cli.detectors import RUN_DETECTORS, Detector, make_detectors, parse_names
@@ -20,9 +20,8 @@ __all__ = ["Monitors", "make_monitors"]
 
 @dataclass
 class Monitors:
-    """The runner's plug-ins in order (explainers, the report's iPDPs, detectors, the
-    reporter), the detectors, the reporter (None without ``--report``) and the lines that
-    state what was decided."""
+    """The runner's plug-ins in order (explainers, detectors, the reporter), the detectors,
+    the reporter (None without ``--report``) and the lines that state what was decided."""
 
     plugins: list[object]
     detectors: list[Detector] = field(default_factory=list)
@@ -31,22 +30,17 @@ class Monitors:
 
 
 def make_monitors(args: argparse.Namespace, stream: Stream,
-                  explainers: Sequence[IncrementalPFI | IncrementalSAGE | IncrementalPDP],
-                  groups: Mapping[str, Sequence[int]] | None) -> Monitors:
-    """The plug-ins of ``--detect`` and ``--report`` around ``explainers`` (``groups``: the
-    features the explainers explain, None for columns)."""
+                  explainers: Sequence[IncrementalPFI | IncrementalSAGE | IncrementalPDP]
+                  ) -> Monitors:
+    """The plug-ins of ``--detect`` and ``--report`` around ``explainers``."""
     names = parse_names(args.detect, RUN_DETECTORS, "--detect")
     pdps = [p for p in explainers if isinstance(p, IncrementalPDP)]
     lines: list[str] = []
-    report_pdps: list[IncrementalPDP] = []
-    if args.report:
-        report_pdps = _report_pdps(args, stream, pdps, groups, lines)
     detectors = make_detectors(names, stream, pdps)
     watched = [d for d in detectors if isinstance(d, PDPDriftDetector)]
     owned = {id(d.explainer) for d in watched}
     # a PDP detector runs its iPDP: the iPDP itself is not run again
     plugins: list[object] = [p for p in explainers if id(p) not in owned]
-    plugins += report_pdps
     plugins += detectors
     if "erics" in names:
         lines.append("erics: a Probit head on the inputs standardised with running statistics, "
@@ -67,7 +61,7 @@ def make_monitors(args: argparse.Namespace, stream: Stream,
                          "stream: the report will be empty")
         reporter = DriftReporter(scored, detectors, window=args.report_window,
                                  known_drifts=known,
-                                 settle=args.report_settle, pdps=pdps + report_pdps)
+                                 settle=args.report_settle, pdps=pdps)
         how = "" if args.report_window else " (2 / --explain-alpha)"
         settle = "" if args.report_settle is not None else " (one window)"
         lines.append(f"report: {reporter.window:,} rows on each side of an alarm{how}, the "
@@ -76,22 +70,3 @@ def make_monitors(args: argparse.Namespace, stream: Stream,
                                  + [f"alarms of {', '.join(names)}"] * bool(names)))
         plugins.append(reporter)
     return Monitors(plugins, detectors, reporter, lines)
-
-
-def _report_pdps(args: argparse.Namespace, stream: Stream, have: Sequence[IncrementalPDP],
-                 groups: Mapping[str, Sequence[int]] | None, lines: list[str]
-                 ) -> list[IncrementalPDP]:
-    """An iPDP per feature (of ``groups``, else per column) that has none, at most
-    ``--report-pdps`` in all, for the report's curves."""
-    columns = list(stream.schema.columns)
-    features = list(groups) if groups is not None else columns
-    done = {p.feature_name for p in have}
-    todo = [f for f in features if f not in done][: max(args.report_pdps - len(done), 0)]
-    left = len([f for f in features if f not in done]) - len(todo)
-    out = [IncrementalPDP(None, f, feature_names=columns, feature_groups=groups,
-                          alpha=args.explain_alpha, seed=args.seed) for f in todo]
-    if left:
-        lines.append(f"report: iPDP curves of {len(done) + len(todo)} of {len(features)} "
-                     f"features (--report-pdps {args.report_pdps}); {left} features have none")
-    return out
-

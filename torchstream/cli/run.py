@@ -125,8 +125,7 @@ def add_parser(
     run.add_argument("--report", action="store_true",
                      help="write a drift report at every alarm and known drift: report.md, "
                           "report.json and report/*.png in the run directory, and the text and "
-                          "figures in TensorBoard at the alarm's row (needs ipfi or isage; adds "
-                          "an iPDP per feature, up to --report-pdps features)")
+                          "figures in TensorBoard at the alarm's row (needs ipfi or isage)")
     run.add_argument("--report-at", type=int, nargs="+", default=[], metavar="ROW",
                      help="also report at these rows (changes you know of; a synthetic "
                           "stream's known drifts are reported anyway)")
@@ -136,9 +135,6 @@ def add_parser(
     run.add_argument("--report-settle", type=int,
                      help="rows after an alarm left out before the after window (the model's "
                           "time to adapt; default: one --report-window)")
-    run.add_argument("--report-pdps", type=int, default=20,
-                     help="at most this many features get an iPDP for the report (the first "
-                          "ones; default: %(default)s)")
     run.add_argument("--figure-every", type=int, default=1000,
                      help="batches between the pictures in TensorBoard (importance over rows "
                           "with the drifts, iPDP) (default: %(default)s)")
@@ -181,8 +177,7 @@ def run_command(args: argparse.Namespace) -> int:
         grouping = None
         if any(not isinstance(p, IncrementalPDP) for p in explainers):
             grouping = grouping_line(stream, explain_columns=args.explain_columns)
-        groups = None if args.explain_columns else explanation_groups(stream)
-        monitors = make_monitors(args, stream, explainers, groups)
+        monitors = make_monitors(args, stream, explainers)
     except ValueError as e:
         raise SystemExit(f"error: {e}") from None
     if grouping is not None:
@@ -275,7 +270,7 @@ def tensorboard_sink(logdir: str, model: str, plugins: Sequence[Explainer], *,
 def _check_run_args(args: argparse.Namespace) -> None:
     """Every option of ``run`` checked before a row is read or a file written."""
     for flag in ("batch_size", "log_every", "window", "n_samples", "threads", "figure_every",
-                 "steps", "checkpoint_every", "report_window", "report_pdps"):
+                 "steps", "checkpoint_every", "report_window"):
         value = getattr(args, flag)
         if value is not None and value < 1:
             raise SystemExit(f"error: --{flag.replace('_', '-')} must be >= 1, got {value}")
@@ -323,7 +318,7 @@ def _run_identity(args: argparse.Namespace, built: BuiltLearner) -> dict[str, An
         identity["detect"] = args.detect
     if args.report:
         identity["report"] = {"window": args.report_window, "settle": args.report_settle,
-                              "pdps": args.report_pdps, "at": list(args.report_at)}
+                              "at": list(args.report_at)}
     return identity
 
 

@@ -8,8 +8,9 @@ per-column sum and sum of squares, and the metric signal per row (0/1 correctnes
 prediction for classification, squared error for regression) with its sum of squares.
 
 When a detector's ``alerts`` list grows, or the stream passes a row of ``known_drifts``, a report
-is opened at that row ``r`` (the iPDP curves of ``pdps`` are taken then); once ``settle +
-window`` rows after ``r`` have been seen it is built from
+is opened at that row ``r`` (the PD curves are taken then: those of the iPDPs in ``pdps``, and
+for every other feature the model's PD over the last ``pd_rows`` rows); once ``settle + window``
+rows after ``r`` have been seen it is built from
 
 * the *before* window: batches lying entirely in ``[r - window, r)``;
 * the *after* window: batches lying entirely in ``[r + settle, r + settle + window)``
@@ -39,10 +40,11 @@ snapshot summarises. For every feature of every explainer (a feature of several 
   mean difference ``(m_a - m_b) / sqrt((v_a + v_b) / 2)``;
 * ``partial_drift``: an ERICS detector raised a partial alert on the feature near the alarm,
   between ``r - window // 4`` and ``r + settle + window // 4``;
-* ``pdp_distance``: how far the shape of the feature's iPDP curve moved between ``r`` and the
+* ``pdp_distance``: how far the shape of the feature's PD curve moved between ``r`` and the
   end of the after window: the root mean square of the differences less their mean (the
-  mean, a shift of the whole curve, is the curve's ``level_shift``), when one of ``pdps``
-  explains the feature (NaN otherwise).
+  mean, a shift of the whole curve, is the curve's ``level_shift``); the curve of an iPDP in
+  ``pdps``, else the model's PD over the last ``pd_rows`` rows at each end, on the grid taken
+  at ``r`` (NaN without a curve).
 
 The report's ``kind`` is ``"real"`` when some verdict is ``"gained"`` or ``"lost"`` (the model's
 reliance changed) or when the metric dropped while no input moved (the same inputs are predicted
@@ -96,6 +98,7 @@ from torchstream.evaluate._report_format import (
     summary,
     to_markdown,
 )
+from torchstream.evaluate._report_pd import PDCurve, pd_curves, pd_grids
 from torchstream.evaluate._report_stats import (
     curve_difference,
     group_columns,
@@ -148,6 +151,8 @@ class _Pending(_Recovery):
     detector: str
     also: list[str]
     curves: list[dict[str, list[float] | list[str]]]
+    grids: dict[str, dict[str, object]]
+    pd: dict[str, PDCurve]
 
 
 class _Built(_Recovery):
@@ -193,6 +198,11 @@ class DriftReporter(PluginBase):
     horizon
         Rows after the alarm during which the recovery of the metric is followed (default
         ``10 * window``).
+    pd_rows, pd_grid
+        The PD curves of every feature without an iPDP in ``pdps`` are computed from the model
+        at the alarm and at the end of the after window over the last ``pd_rows`` rows, at
+        ``pd_grid`` points (:mod:`~torchstream.evaluate._report_pd`): no cost per batch, one
+        batched model call at each end; ``pd_rows=0``: no such curves.
     min_effect
         A verdict also needs ``|after - before|`` of at least this share of the explainer's
         largest mean importance (either window): a change too small to matter to the model is
@@ -215,6 +225,8 @@ class DriftReporter(PluginBase):
         pdps: Sequence[IncrementalPDP] = (),
         horizon: int | None = None,
         min_effect: float = 0.05,
+        pd_rows: int = 200,
+        pd_grid: int = 20,
         on_report: OnReport | None = None,
     ) -> None:
         if not explainers:
@@ -228,7 +240,8 @@ class DriftReporter(PluginBase):
         if settle is None:
             settle = window
         for label, value, low in (("window", window, 1), ("settle", settle, 0),
-                                  ("horizon", horizon, 1)):
+                                  ("horizon", horizon, 1), ("pd_rows", pd_rows, 0),
+                                  ("pd_grid", pd_grid, 2)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)
                                       or value < low):
                 raise ValueError(f"{label} must be a number of rows >= {low}, got {value!r}")
@@ -240,6 +253,8 @@ class DriftReporter(PluginBase):
         self.pdps = list(pdps)
         self.horizon = 10 * window if horizon is None else horizon
         self.min_effect = float(min_effect)
+        self.pd_rows = pd_rows
+        self.pd_grid = pd_grid
         self.on_report = on_report
         self.known_drifts = sorted(int(r) for r in (known_drifts or ()))
         self.explainer_names = [plugin_name(e, i) for i, e in enumerate(self.explainers)]
@@ -262,12 +277,15 @@ class DriftReporter(PluginBase):
         self._seen_partial = [0] * len(self.detectors)
         self._next_known = 0
         self._task: str | None = None
+        self._rows = torch.empty(0, dtype=torch.float64)  # the last pd_rows rows, for the PDs
+        self._model: Callable[[torch.Tensor], torch.Tensor] | None = None
+        self._input: tuple[torch.dtype, torch.device] = (torch.float32, torch.device("cpu"))
 
     def _settings(self) -> dict[str, object]:
         """What a state must match."""
         return {"window": self.window, "known_drifts": list(self.known_drifts),
                 "level": self.level, "settle": self.settle, "horizon": self.horizon,
-                "min_effect": self.min_effect,
+                "min_effect": self.min_effect, "pd_rows": self.pd_rows, "pd_grid": self.pd_grid,
                 "pdps": list(self.pdp_names)}
 
     @property
@@ -290,6 +308,12 @@ class DriftReporter(PluginBase):
             "metric": metric, "metric_sq": float((signal * signal).sum()),
         })
         self._record_where(end)
+        if self.pd_rows:
+            kept = X if self._rows.numel() == 0 else torch.cat([self._rows, X])
+            self._rows = kept[-self.pd_rows:].clone()
+        learner = batch.learner
+        self._model = learner if callable(learner) else None
+        self._input = (batch.X.dtype, batch.X.device)
         self._open(end)
         self._follow_recovery(end - start, metric, end)
         span = self.settle + self.window
@@ -318,7 +342,7 @@ class DriftReporter(PluginBase):
 
     def _open(self, end: int) -> None:
         """Open a report for every alert new since the last batch and every known drift
-        passed; the iPDP curves are taken now (at the alarm)."""
+        passed; the PD curves are taken now (at the alarm)."""
         opened: list[tuple[int, str]] = []
         for i, detector in enumerate(self.detectors):
             alerts = detector.alerts
@@ -337,10 +361,35 @@ class DriftReporter(PluginBase):
                 continue
             before = [e for e in self._entries if e["start"] >= row - self.window
                       and e["end"] <= row]
+            grids, curves = self._pd_now()
             self._pending.append({"row": row, "detector": source, "also": [],
                                   "curves": [_curve(p) for p in self.pdps],
+                                  "grids": grids, "pd": curves,
                                   "threshold": self._metric(before)[0], "recovered": None,
                                   "rows_to_recovery": None})
+
+    def _features(self) -> tuple[list[str], dict[str, list[int]] | None]:
+        """The features of the first explainer and their columns (None: one per column)."""
+        explainer = self.explainers[0]
+        groups = getattr(explainer, "groups", None)
+        if groups is None:
+            return list(explainer.feature_names), None
+        return list(groups.names), {n: list(m) for n, m in zip(groups.names, groups.members)}
+
+    def _pd_now(self, grids: Mapping[str, object] | None = None
+                ) -> tuple[dict[str, dict[str, object]], dict[str, PDCurve]]:
+        """The model's PD curves now over the last rows (``grids``: those of the alarm; new
+        ones from the rows otherwise), for the features without an iPDP."""
+        if not self.pd_rows or self._model is None or self._rows.shape[0] == 0:
+            return {}, {}
+        if grids is None:
+            features, groups = self._features()
+            covered = {p.feature_name for p in self.pdps}
+            columns = self._columns or [f"x{j}" for j in range(self._rows.shape[1])]
+            todo = [f for f in features if f not in covered]
+            grids = dict(pd_grids(self._rows, todo, groups, columns, self.pd_grid))
+        rows = self._rows.to(self._input[1], self._input[0])
+        return dict(grids), pd_curves(self._model, rows, grids)  # type: ignore[arg-type]
 
     def _record_where(self, end: int) -> None:
         """ERICS partial alerts new since the last batch and, at a CDLEEDS alert, the
@@ -535,7 +584,8 @@ class DriftReporter(PluginBase):
                               sum(e["metric_sq"] for e in entries), n)
 
     def _curves(self, pending: _Pending, changed: set[str]) -> list[Curve]:
-        """The iPDP curves at the alarm and now, changed features first."""
+        """The PD curves at the alarm and now (the iPDPs', then the computed ones), changed
+        features first."""
         out: list[Curve] = []
         for pdp, name, then in zip(self.pdps, self.pdp_names, pending["curves"]):
             now = _curve(pdp)
@@ -550,6 +600,23 @@ class DriftReporter(PluginBase):
                         "grid_after": grid_a, "pd_after": pd_a,
                         "distance": distance, "level_shift": level,
                         "verdict_changed": pdp.feature_name in changed})
+        _, now_pd = self._pd_now(pending["grids"])
+        for feature, then_pd in pending["pd"].items():
+            now_curve = now_pd.get(feature)
+            if now_curve is None:
+                continue
+            grid_b = [float(v) for v in then_pd["grid"]]
+            pd_b = [float(v) for v in then_pd["pd"]]
+            grid_a = [float(v) for v in now_curve["grid"]]
+            pd_a = [float(v) for v in now_curve["pd"]]
+            distance, level = curve_difference(grid_b, pd_b, grid_a, pd_a)
+            out.append({"explainer": "pd", "feature": feature,
+                        "labels_before": list(then_pd["labels"]),
+                        "labels_after": list(now_curve["labels"]),
+                        "grid_before": grid_b, "pd_before": pd_b,
+                        "grid_after": grid_a, "pd_after": pd_a,
+                        "distance": distance, "level_shift": level,
+                        "verdict_changed": feature in changed})
         out.sort(key=lambda c: not c["verdict_changed"])
         return out
 
@@ -577,6 +644,7 @@ class DriftReporter(PluginBase):
             "next_known": self._next_known,
             "task": self._task,
             "seconds": self.seconds,
+            "rows": self._rows.tolist(),
             "reports": json.loads(json.dumps(json_safe(self.reports))),
         }
 
@@ -599,4 +667,7 @@ class DriftReporter(PluginBase):
         task = state["task"]
         self._task = None if task is None else str(task)
         self.seconds = float(state["seconds"])  # type: ignore[arg-type]
+        rows = state.get("rows") or []
+        self._rows = torch.tensor(rows, dtype=torch.float64) if rows else torch.empty(
+            0, dtype=torch.float64)
         self.reports = [cast(Report, nan_back(r)) for r in state["reports"]]  # type: ignore[attr-defined]
