@@ -19,12 +19,21 @@ References
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import time
+import warnings
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 import torch
+from torch import nn
 
-from torchstream.explain._base import LossExplainer, _acc_dtype
+from torchstream.explain._base import (
+    _CLASS_LOSSES,
+    _REGRESSION_LOSSES,
+    LossExplainer,
+    _acc_dtype,
+)
+from torchstream.explain._fused import StepConfig, StepResult, compiled_step
 from torchstream.explain.storage._common import _Reservoir
 from torchstream.losses import LossFn
 from torchstream.typing import ModelFn, Storage
@@ -106,6 +115,19 @@ class IncrementalPFI(LossExplainer):
         :attr:`feature_names` are the group names, in the mapping's order. A storage object is
         asked for ``B G K`` rows, in the order (row, group, draw). None: every column is a
         feature.
+    compile
+        Run each batch as one function compiled with ``torch.compile(dynamic=False)``
+        (:mod:`torchstream.explain._fused`: replacement values, model input, forward, losses,
+        differences, EMA and the trust checks as one flag read once per batch), one compiled
+        graph per batch shape. Needs a torch module: ``model_fn`` an ``nn.Module``, or a learner
+        with a ``network`` module (as ``batch.learner`` of the plug-in). The random draws are
+        made as on the eager path, so the estimates are the same under a fixed seed (up to the
+        float rounding of the compiled kernels). The first explained batch, a batch the flag
+        rejects (it is then redone eagerly, which raises the usual error naming the row and
+        column) and a batch that meets an empty storage run eagerly. Where the model is not a
+        module, ``chunk_size`` is set or compiling fails (no C compiler, unsupported platform),
+        the eager path runs and a warning names the reason, once. The one-off compile time is
+        :attr:`compile_seconds`.
 
     Examples
     --------
@@ -150,6 +172,7 @@ class IncrementalPFI(LossExplainer):
         chunk_size: int | None = None,
         seed: int | None = 0,
         feature_groups: Mapping[str, Sequence[int]] | None = None,
+        compile: bool = False,
     ) -> None:
         super().__init__(
             model_fn,
@@ -167,6 +190,18 @@ class IncrementalPFI(LossExplainer):
         )
         self._plan_key: tuple[Any, ...] | None = None
         self._plan_cache: tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+        #: Whether batches run as one compiled function (see ``compile``).
+        self.compile = bool(compile)
+        #: Seconds spent compiling (the first call of each batch shape); 0 before.
+        self.compile_seconds = 0.0
+        self._step_fn: Callable[..., StepResult] | None = None
+        self._compiled_keys: set[tuple[Any, ...]] = set()
+        self._fused_plans: dict[tuple[Any, ...], tuple[torch.Tensor, ...]] = {}
+        self._rn: torch.Tensor | None = None  # (1 - alpha)^n, an input of the compiled step
+        #: Why the compiled path is off (None: on, or not asked for).
+        self.compile_off_reason: str | None = None
+        if self.compile and chunk_size is not None:
+            self._compile_off("chunk_size is set (the compiled step evaluates a batch in one call)")
 
     def _contributions(self, X: torch.Tensor, y: torch.Tensor, model_fn: ModelFn) -> torch.Tensor:
         """``lambda [B, d]``: mean over ``K`` draws of ``l(f(x_b with x_j replaced), y_b)``
@@ -264,3 +299,144 @@ class IncrementalPFI(LossExplainer):
         if values.dtype != X.dtype or values.device != X.device:
             values = values.to(device=X.device, dtype=X.dtype)
         return values
+
+    # ------------------------------------------------------------------ compiled path
+    def _explain(self, X: torch.Tensor, y: torch.Tensor, model_fn: ModelFn) -> None:
+        if self.compile and self.compile_off_reason is None:
+            module = self._module_of(model_fn)
+            if module is not None and self._fused_explain(X, y, module):
+                return
+        super()._explain(X, y, model_fn)
+
+    def _compile_off(self, reason: str) -> None:
+        """Turn the compiled path off for good, saying why (once)."""
+        self.compile_off_reason = reason
+        warnings.warn(
+            f"IncrementalPFI(compile=True): {reason}; the eager path runs instead",
+            RuntimeWarning,
+            stacklevel=4,
+        )
+
+    def _module_of(self, model_fn: ModelFn) -> nn.Module | None:
+        """The torch module computing ``model_fn``: a learner's ``network`` (its whole
+        prediction: input scaling, module, output; fetched every batch so that it follows the
+        learner), or ``model_fn`` itself; None (and the compiled path off) for anything else."""
+        if isinstance(getattr(type(model_fn), "network", None), property):
+            try:
+                network = model_fn.network  # type: ignore[attr-defined]
+            except RuntimeError:  # no module built yet: this batch runs eagerly
+                return None
+            if isinstance(network, nn.Module):
+                return network
+        if isinstance(model_fn, nn.Module):
+            return model_fn
+        self._compile_off(
+            f"the model ({type(model_fn).__name__}) is not a torch module and has no "
+            f"'network' module"
+        )
+        return None
+
+    def _step_config(self, b: int, dtype: torch.dtype) -> StepConfig:
+        name = self.loss_name
+        labels = (
+            "class" if name in _CLASS_LOSSES else "onehot" if name in _REGRESSION_LOSSES
+            else "none"
+        )
+        ema = b <= self.smoother._BLOCK
+        return StepConfig(
+            n_features=self.n_features,
+            n_samples=self.n_samples,
+            broadcast_loss=self._broadcast_loss,
+            loss_fn=self.loss_fn,
+            acc_dtype=dtype,
+            labels=labels,
+            alpha=self.alpha,
+            ema=ema,
+            decay=(1.0 - self.alpha) ** b if ema else 1.0,
+            n_groups=0 if self.groups is None else self.groups.n_groups,
+        )
+
+    def _fused_plan(self, b: int, X: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """Cached per ``(B, device)``: the feature of each draw ``[B d K]`` (order
+        ``(b, j, k)``), the draw numbers ``0..n-1`` (rows of a storage's sample) and, with
+        groups, the member mask ``[G, d]``."""
+        key = (b, X.device)
+        plan = self._fused_plans.get(key)
+        if plan is None:
+            f = self.n_explained_features
+            n = b * f * self.n_samples
+            feat = torch.arange(self.n_features).view(1, -1, 1)
+            feat = feat.expand(b, self.n_features, self.n_samples).reshape(-1).to(X.device)
+            member = (
+                torch.zeros(0) if self.groups is None else self.groups.member_mask()
+            ).to(X.device)
+            plan = self._fused_plans[key] = (feat, torch.arange(n, device=X.device), member)
+        return plan
+
+    def _fused_explain(self, X: torch.Tensor, y: torch.Tensor, module: nn.Module) -> bool:
+        """One batch through the compiled step; False where this batch must run eagerly (then
+        nothing has changed)."""
+        X, y = self._check_batch(X, y)
+        smoother = self.smoother
+        if not self._checked or smoother.n == 0 or self._storage_size() == 0:
+            return False  # the first explained batch checks the model's output eagerly
+        self._place(X)
+        b = X.shape[0]
+        acc = _acc_dtype(X.device)
+        cfg = self._step_config(b, acc)
+        feat, draws, member = self._fused_plan(b, X)
+        n = b * self.n_explained_features * self.n_samples
+        saved = [(g, g.get_state()) for g in self._generators()]
+        storage = self.storage
+        data = getattr(storage, "_data", None) if isinstance(storage, _Reservoir) else None
+        try:
+            if data is not None:  # the same random numbers as sample(n), only slot indices
+                source, idx = data, storage.sample_indices(n)
+            else:
+                source, idx = self._sample_rows(n, X), draws
+        except BaseException:
+            for g, state in saved:
+                g.set_state(state)
+            raise
+        if self._rn is None or self._rn.device != smoother.raw.device:
+            self._rn = torch.zeros((), dtype=smoother.raw.dtype, device=smoother.raw.device)
+        first = smoother.init == "first"  # no debiasing: (1 - alpha)^n read as 0
+        rn = self._rn.fill_(0.0 if first else (1.0 - self.alpha) ** smoother.n)
+        plan = None
+        if cfg.ema and b > 1:
+            m, ri, w, _, _ = smoother._plan(b)
+            plan = (m, ri, w)
+        key = (b, X.dtype, y.dtype, X.device, tuple(source.shape), source.dtype, cfg.ema)
+        if self._step_fn is None:
+            self._step_fn = compiled_step()
+        start = time.perf_counter()
+        try:
+            with torch.no_grad():
+                res = self._step_fn(
+                    module, X, y, source, idx, feat, None if self.groups is None else member,
+                    smoother.raw, smoother.sq_dev, rn, plan, cfg,
+                )
+            ok = bool(res.ok)
+        except Exception as exc:  # no compiler, an unsupported model or platform
+            for g, state in saved:
+                g.set_state(state)
+            self._compile_off(f"torch.compile failed ({type(exc).__name__}: {exc})")
+            return False
+        if key not in self._compiled_keys:
+            self._compiled_keys.add(key)
+            self.compile_seconds += time.perf_counter() - start
+        if not ok:  # redo the batch eagerly: it raises the usual error naming the row
+            for g, state in saved:
+                g.set_state(state)
+            return False
+        if cfg.ema:
+            smoother.raw, smoother.sq_dev = res.raw, res.sq_dev
+            smoother.n += b
+        else:
+            smoother.update(res.lam)
+        self.n_batches += 1
+        if data is not None:
+            storage._update_finite(X)  # X was checked by the flag
+        else:
+            storage.update(X)
+        return True
