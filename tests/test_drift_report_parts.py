@@ -433,3 +433,17 @@ def test_pd_curves_closed_forms():
     assert curves["m"]["pd"][-1] == pytest.approx(float(other.mean() + 0.5 * present.mean() + 7))
     q0 = float(torch.quantile(present, 0.05))
     assert curves["m"]["pd"][0] == pytest.approx(float(other.mean() + 0.5 * q0))
+
+
+def test_pd_rows_are_the_last_rows_seen():
+    rep = DriftReporter([_Stub()], window=4, settle=0, pd_rows=5)
+    for row in range(13):  # batches of one row; then one batch of 7 rows
+        X = torch.tensor([[float(row), 0.0]])
+        rep.on_batch(Batch(row, row, X, torch.zeros(1), torch.zeros(1), None))
+    assert sorted(rep._rows[:, 0].tolist()) == [8.0, 9.0, 10.0, 11.0, 12.0]
+    X = torch.tensor([[float(r), 0.0] for r in range(13, 20)])
+    rep.on_batch(Batch(13, 13, X, torch.zeros(7), torch.zeros(7), None))
+    assert sorted(rep._rows[:, 0].tolist()) == [15.0, 16.0, 17.0, 18.0, 19.0]
+    again = DriftReporter([_Stub()], window=4, settle=0, pd_rows=5)
+    again.load_state_dict(json.loads(json.dumps(rep.state_dict())))
+    assert torch.equal(again._rows, rep._rows)

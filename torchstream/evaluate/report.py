@@ -277,7 +277,9 @@ class DriftReporter(PluginBase):
         self._seen_partial = [0] * len(self.detectors)
         self._next_known = 0
         self._task: str | None = None
-        self._rows = torch.empty(0, dtype=torch.float64)  # the last pd_rows rows, for the PDs
+        # the last pd_rows rows (for the PDs; their order does not matter): a ring buffer
+        self._ring = torch.empty(0, dtype=torch.float64)
+        self._ring_n = 0  # rows written so far
         self._model: Callable[[torch.Tensor], torch.Tensor] | None = None
         self._input: tuple[torch.dtype, torch.device] = (torch.float32, torch.device("cpu"))
 
@@ -309,8 +311,7 @@ class DriftReporter(PluginBase):
         })
         self._record_where(end)
         if self.pd_rows:
-            kept = X if self._rows.numel() == 0 else torch.cat([self._rows, X])
-            self._rows = kept[-self.pd_rows:].clone()
+            self._keep_rows(X)
         learner = batch.learner
         self._model = learner if callable(learner) else None
         self._input = (batch.X.dtype, batch.X.device)
@@ -367,6 +368,20 @@ class DriftReporter(PluginBase):
                                   "grids": grids, "pd": curves,
                                   "threshold": self._metric(before)[0], "recovered": None,
                                   "rows_to_recovery": None})
+
+    def _keep_rows(self, X: torch.Tensor) -> None:
+        """Write the batch's rows (its last ``pd_rows``) over the oldest of the ring."""
+        if self._ring.numel() == 0:
+            self._ring = torch.empty(self.pd_rows, X.shape[1], dtype=torch.float64)
+        X = X[-self.pd_rows:]
+        slots = (self._ring_n + torch.arange(X.shape[0])) % self.pd_rows
+        self._ring[slots] = X
+        self._ring_n += int(X.shape[0])
+
+    @property
+    def _rows(self) -> torch.Tensor:
+        """The last ``pd_rows`` rows seen (fewer at the start), in no particular order."""
+        return self._ring[: min(self._ring_n, self.pd_rows)]
 
     def _features(self) -> tuple[list[str], dict[str, list[int]] | None]:
         """The features of the first explainer and their columns (None: one per column)."""
@@ -644,7 +659,8 @@ class DriftReporter(PluginBase):
             "next_known": self._next_known,
             "task": self._task,
             "seconds": self.seconds,
-            "rows": self._rows.tolist(),
+            "rows": self._ring[: min(self._ring_n, self.pd_rows)].tolist(),
+            "rows_written": self._ring_n,
             "reports": json.loads(json.dumps(json_safe(self.reports))),
         }
 
@@ -668,6 +684,11 @@ class DriftReporter(PluginBase):
         self._task = None if task is None else str(task)
         self.seconds = float(state["seconds"])  # type: ignore[arg-type]
         rows = state.get("rows") or []
-        self._rows = torch.tensor(rows, dtype=torch.float64) if rows else torch.empty(
-            0, dtype=torch.float64)
+        self._ring = torch.empty(0, dtype=torch.float64)
+        self._ring_n = 0
+        if rows:
+            kept = torch.tensor(rows, dtype=torch.float64)
+            self._ring = torch.empty(self.pd_rows, kept.shape[1], dtype=torch.float64)
+            self._ring[: kept.shape[0]] = kept
+            self._ring_n = int(state["rows_written"])  # type: ignore[call-overload]
         self.reports = [cast(Report, nan_back(r)) for r in state["reports"]]  # type: ignore[attr-defined]
