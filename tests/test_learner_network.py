@@ -110,14 +110,19 @@ def test_local_explainer_of_a_learner_is_complete_on_scaled_inputs(case, method)
     along the logits' path), IG's to its quadrature error on a ReLU network (O(1 / steps))."""
     task, factory, k = CASES[case]
     learner = _trained(task, factory, n_classes=max(k, 2))
-    X = torch.randn(6, 4, dtype=F64) * 5 + 3
+    X = torch.randn(6, 4, dtype=F64, generator=torch.Generator().manual_seed(7)) * 5 + 3
     target = 1 if task == "classification" else None
     kwargs = {"method_kwargs": {"n_steps": 400}} if method == "integrated_gradients" else {}
     exp = LocalExplainer(learner, method, 3.0, target=target, **kwargs)
     res = exp.attribute(X)
     change = (res.output - res.baseline_output).abs().max().item()
     torch.testing.assert_close(res.output, learner(X)[:, 1] if target else learner(X))
-    tol = 1e-10 if method == "deeplift" else 2e-3 * max(change, 1e-3)
+    # IG's quadrature (400 Gauss-Legendre points) is exact on each linear piece of the ReLU
+    # network; each hidden unit that switches along the path adds an error of the order of
+    # 1 / steps of the output's change. Over 60 seeded draws of X the error reached 5.9e-3 of
+    # the largest change (softmax), 2.7e-3 (logistic), 1.9e-3 (regression); this draw 0.5e-3
+    # to 0.8e-3
+    tol = 1e-10 if method == "deeplift" else 1e-2 * max(change, 1e-3)
     assert res.delta.abs().max().item() < tol
     # the module alone (without the scaling and the output layer) is another function
     assert not torch.allclose(learner.module(X).reshape(6, -1)[:, -1], res.output)
