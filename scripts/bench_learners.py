@@ -9,8 +9,10 @@ the accuracy is that of the predictions (argmax of the probabilities vs the labe
   deep-river (the headline ratio; the goal is ours >= 2x deep-river).
 * ``B=1 tensor API`` (ours only): ``predict_proba(X)`` then ``learn(X, y)`` on ``[1, 9]`` tensors.
 * ``ref: torch loop``: a plain per-row loop (forward under ``no_grad``, then forward, loss,
-  backward, step) with ``Adam`` and ``Adam(fused=True)``: the floor any wrapper adds to. Its ratio
-  column is relative to deep-river at B=1.
+  backward, step) with ``Adam`` and ``Adam(fused=True)``: what a wrapper adds its work to. Ours
+  takes the same steps (bit for bit, with the fused kernel) but runs the forward pass once per
+  row: the prediction's output, computed with autograd, is the one the step differentiates. Its
+  ratio column is relative to deep-river at B=1.
 * ``B=32`` / ``B=256``: our tensor API (``predict_proba(X)`` then ``learn(X, y)``) against
   deep-river's ``predict_proba_many`` / ``learn_many`` on pandas frames of the same batches, and
   both libraries on the same pandas frames.

@@ -53,6 +53,12 @@ def frozen_copy(module: nn.Module) -> nn.Module | None:
     return frozen
 
 
+def _aliases(views: list[torch.Tensor], params: list[torch.Tensor]) -> bool:
+    """Whether each flat view still reads its parameter's memory (a parameter whose ``.data``
+    was replaced, or a non-contiguous one whose flattening copied, does not)."""
+    return all(v.data_ptr() == p.data_ptr() for v, p in zip(views, params))
+
+
 class DivergenceGuard:
     """Mixin of :class:`~torchstream.learners.OnlineLearner`: checks each step."""
 
@@ -70,6 +76,8 @@ class DivergenceGuard:
     _monitor: LossMonitor
     _initial: nn.Module | None
     _params: list[torch.Tensor]
+    # flat views of the parameters (see `_parameter_sum`), for the list `_params` they alias
+    _flat_params: tuple[list[torch.Tensor], list[torch.Tensor]] | None = None
     _train_loss: Callable[..., torch.Tensor]
 
     def _check_step(
@@ -81,29 +89,47 @@ class DivergenceGuard:
         first: int,
         saved: Snapshot | None,
     ) -> None:
-        """After the step: the loss, the largest magnitude of each parameter tensor (NaN or inf
-        when any entry is) and, while ``L_init`` is measured, the initial model's loss, read
-        back together: one stacked transfer (a single host sync) on an accelerator, plain
-        scalar reads on the CPU (where a read costs no sync and the stack would cost more)."""
-        tensors = [loss, *torch._foreach_norm(self._params, math.inf)]
+        """After the step: the loss, the sum of all parameters (:meth:`_parameter_sum`) and,
+        while ``L_init`` is measured, the initial model's loss, read back together: one stacked
+        transfer (a single host sync) on an accelerator, plain scalar reads on the CPU (where a
+        read costs no sync and the stack would cost more)."""
+        tensors = [loss, self._parameter_sum()]
         if initial_loss is not None:
             tensors.append(initial_loss)
         vals = read_scalars(tensors, one_transfer=not loss.is_cpu)
         monitor = self._monitor
+        value = vals[0]
         if initial_loss is not None:
-            monitor.add_initial(vals.pop(), int(target.shape[0]))
+            monitor.add_initial(vals[2], int(target.shape[0]))
             if not monitor.warming_up:
                 self._initial = None
         elif self._initial is None and monitor.warming_up:  # no copy of the initial model
-            monitor.add_initial(vals[0], int(target.shape[0]))
-        value = vals[0]
-        if not math.isfinite(sum(vals)) and not all(map(math.isfinite, vals)):
-            kind = NON_FINITE_LOSS if not math.isfinite(value) else NON_FINITE_PARAMETERS
+            monitor.add_initial(value, int(target.shape[0]))
+        if not math.isfinite(value):
+            kind = NON_FINITE_LOSS
+        elif not math.isfinite(vals[1]) and not self._parameters_finite():
+            kind = NON_FINITE_PARAMETERS
         elif monitor.observe(value):
             kind = EXPLODING_LOSS
         else:
             return
         self._diverged(kind, value, out, target, first, saved)
+
+    def _parameter_sum(self) -> torch.Tensor:
+        """The sum of every parameter entry, one concatenation and one reduction: NaN or inf
+        whenever an entry is (NaN propagates, ``inf - inf`` is NaN). A finite sum therefore
+        proves every parameter finite; a non-finite one (or a finite sum that overflowed) is
+        settled exactly by :meth:`_parameters_finite`."""
+        params = self._params
+        flat = self._flat_params
+        if flat is None or flat[0] is not params or not _aliases(flat[1], params):
+            flat = self._flat_params = (params, [p.detach().reshape(-1) for p in params])
+        return torch.cat(flat[1]).sum()
+
+    def _parameters_finite(self) -> bool:
+        """Whether every parameter entry is finite (the exact check, run when the sum is not)."""
+        norms = list(torch._foreach_norm(self._params, math.inf))
+        return all(map(math.isfinite, read_scalars(norms, one_transfer=not norms[0].is_cpu)))
 
     def _diverged(
         self,
@@ -172,7 +198,7 @@ class DivergenceGuard:
         """Parameters, optimiser state and scalers before a step (``on_divergence="skip"``),
         the tensors copied with one fused clone each."""
         assert self.optimizer is not None
-        params = torch._foreach_clone(self._params)
+        params = list(torch._foreach_clone(self._params))
         entries = [(p, k, v) for p, s in self.optimizer.state.items() for k, v in s.items()]
         tensors = [v for _, _, v in entries if isinstance(v, torch.Tensor)]
         copies = iter(torch._foreach_clone(tensors) if tensors else [])

@@ -20,6 +20,7 @@ from torchstream.learners.divergence import (
     LossMonitor,
     OnDivergence,
 )
+from torchstream.learners.fused_adam import fused_adam_step
 from torchstream.learners.guard import DivergenceGuard, frozen_copy
 from torchstream.learners.network import LearnerNetwork, Standardize
 from torchstream.learners.river_api import RiverAPI
@@ -358,13 +359,12 @@ class OnlineLearner(RiverAPI, DivergenceGuard, river_base.Estimator):
         return None if self.schema is None else list(self.schema.columns)
 
     def __getstate__(self) -> dict[str, object]:
-        """Pickle / deepcopy state, without the per-step caches (an autograd graph, gradient
-        buffers that a copy would no longer share with its parameters)."""
+        """Pickle / deepcopy state, without the per-step caches (an autograd graph, views that
+        a copy would no longer share with its parameters)."""
         state = self.__dict__.copy()
         state["_last_forward"] = state["_last_encoded"] = None
         state["_checked_X"], state["_checked_version"] = None, -1
-        if "_grads" in state:
-            state["_grads"] = None
+        state.pop("_flat_params", None)  # views of the parameters: a copy rebuilds its own
         return state
 
     # ------------------------------------------------------------------ construction
@@ -398,7 +398,6 @@ class OnlineLearner(RiverAPI, DivergenceGuard, river_base.Estimator):
     def _make_optimizer(self) -> None:
         assert self.module is not None
         self._last_forward = None  # parameters may have been replaced
-        self._grads: list[torch.Tensor] | None = None  # gradient buffers, reused every step
         self._mode_sensitive = mode_sensitive(self.module)
         self.optimizer = build_optimizer(
             self.optimizer_name, self.module.parameters(), self.lr, self.optimizer_kwargs
@@ -579,16 +578,11 @@ class OnlineLearner(RiverAPI, DivergenceGuard, river_base.Estimator):
                 )
         opt = self.optimizer
         assert opt is not None
-        if self._grads is None:
-            opt.zero_grad(set_to_none=True)
-        else:  # one fused kernel instead of the optimiser's per-call bookkeeping
-            torch._foreach_zero_(self._grads)
+        for p in self._params:  # zero_grad(set_to_none=True) without its per-call overhead
+            p.grad = None
         loss.backward()
-        if self._grads is None:
-            grads = [p.grad for g in opt.param_groups for p in g["params"]]
-            if all(g is not None for g in grads):
-                self._grads = grads
-        optimizer_step(opt)
+        if not fused_adam_step(opt):  # the same kernel, called directly where it applies
+            optimizer_step(opt)
         first = self.n_samples_seen
         self.n_samples_seen += X.shape[0]
         loss = loss.detach()
