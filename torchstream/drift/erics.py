@@ -705,11 +705,8 @@ class ERICS(PluginBase):
         if bool(state.get("scale_inputs", False)) != self.scale_inputs:
             raise ValueError(f"state has scale_inputs={state.get('scale_inputs', False)}, this "
                              f"ERICS has scale_inputs={self.scale_inputs}")
-        self._scaler = None
-        if state.get("scaler") is not None:
-            mean, m2, n = state["scaler"]
-            self._scaler = RunningStandardizer(int(mean.numel())).to(mean.device)
-            self._scaler.restore((mean, m2, int(n)))
+        scaler = state.get("scaler")
+        self._scaler = None if scaler is None else RunningStandardizer.from_snapshot(scaler)
         own = (
             None
             if self.feature_groups is None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 from torch import nn
 
@@ -88,6 +90,16 @@ class RunningStandardizer(nn.Module):
     def snapshot(self) -> tuple[torch.Tensor, torch.Tensor, int]:
         """A copy of the statistics, for :meth:`restore`."""
         return self.mean_.clone(), self.m2.clone(), self._n
+
+    @classmethod
+    def from_snapshot(cls, snap: Sequence[object]) -> RunningStandardizer:
+        """A standardiser with the statistics of a :meth:`snapshot` (e.g. read from a
+        checkpoint as a list), on the snapshot's device."""
+        mean, m2, n = snap
+        assert isinstance(mean, torch.Tensor) and isinstance(m2, torch.Tensor)
+        out = cls(int(mean.numel())).to(mean.device)
+        out.restore((mean, m2, int(n)))  # type: ignore[call-overload]
+        return out
 
     @torch.no_grad()
     def restore(self, snap: tuple[torch.Tensor, torch.Tensor, int]) -> None:

@@ -256,11 +256,8 @@ class LocalChangeMonitor(PluginBase):
         if bool(state.get("scale_inputs", False)) != self.scale_inputs:
             raise ValueError(f"state has scale_inputs={state.get('scale_inputs', False)}, "
                              f"this monitor has scale_inputs={self.scale_inputs}")
-        self.scaler = None
-        if state.get("scaler") is not None:
-            mean, m2, n = state["scaler"]
-            self.scaler = RunningStandardizer(int(mean.numel())).to(mean.device)
-            self.scaler.restore((mean, m2, int(n)))
+        scaler = state.get("scaler")
+        self.scaler = None if scaler is None else RunningStandardizer.from_snapshot(scaler)
 
     def __repr__(self) -> str:
         return f"LocalChangeMonitor({self.detector!r}, monitored={self._wanted})"
