@@ -9,9 +9,10 @@ import pytest
 import torch
 
 from torchstream.trees import DynamicModelTree, replay_events
-from torchstream.trees._candidates import CandidateStore
+from torchstream.trees._candidates import CandidateStore, update_stores
 from torchstream.trees._gains import (
     candidate_gain,
+    candidate_gains_and_scores,
     collapse_threshold,
     log_likelihood_and_residuals,
     replace_threshold,
@@ -407,3 +408,72 @@ def test_candidate_store_keeps_the_best_of_the_pool():
     assert sorted(store.val.tolist()) == [0.0, 1.0] or sorted(store.val.tolist()) == [1.0, 2.0]
     assert float(store.gain.max()) == pytest.approx(4.0)
     assert store.val[store.best()].item() == 1.0
+
+
+def test_paired_gains_equal_candidate_gain_and_the_score_closed_form():
+    g = torch.Generator().manual_seed(5)
+    grad = torch.randn(50, 2, 7, generator=g, dtype=torch.float64)
+    cnt = torch.randint(0, 6, (50, 2), generator=g).double()
+    gain, score = candidate_gains_and_scores(grad, cnt, 0.05)
+    # the same floating-point result as the per-side function (bit for bit)
+    assert torch.equal(gain, candidate_gain(grad[:, 0], grad[:, 1], cnt[:, 0], cnt[:, 1], 0.05))
+    ok = (cnt > 0).all(1)
+    assert bool((gain[~ok] == -math.inf).all())
+    # score = gain - lr ||g_L + g_R||^2 / n = lr n_L n_R / n ||g_L / n_L - g_R / n_R||^2
+    nl, nr = cnt[ok, 0], cnt[ok, 1]
+    diff = grad[ok, 0] / nl[:, None] - grad[ok, 1] / nr[:, None]
+    expected = 0.05 * nl * nr / (nl + nr) * diff.square().sum(1)
+    assert torch.allclose(score[ok], expected, rtol=1e-12, atol=1e-12)
+
+
+def test_stores_updated_together_equal_stores_updated_alone():
+    """update_stores over several nodes' rows gives each store exactly (bit for bit) what its
+    own update gives, over batches that fill, replace and keep candidates."""
+    g = torch.Generator().manual_seed(11)
+    kw = {"lr": 0.5, "capacity": 12, "p_replaceable": 0.5}
+    cat = torch.tensor([False, False, True])
+    together = [CandidateStore(8) for _ in range(3)]
+    alone = [CandidateStore(8) for _ in range(3)]
+    for _ in range(6):
+        counts = [int(c) for c in torch.randint(3, 15, (3,), generator=g)]
+        n = sum(counts)
+        X = torch.rand(n, 3, generator=g, dtype=torch.float64)
+        X[:, 2] = torch.randint(0, 4, (n,), generator=g).double()
+        ll = -torch.rand(n, generator=g, dtype=torch.float64)
+        G = torch.randn(n, 8, generator=g, dtype=torch.float64)
+        update_stores(together, X, ll, G, counts, cat, **kw)
+        start = 0
+        for store, c in zip(alone, counts):
+            store.update(X[start : start + c], ll[start : start + c], G[start : start + c], cat, **kw)
+            start += c
+        for a, b in zip(together, alone):
+            assert 0 < len(a) <= 12
+            for name, t in a.state_dict().items():
+                assert torch.equal(t, b.state_dict()[name]), name
+
+
+def test_learn_after_predict_routes_the_values_it_is_given():
+    """learn() reuses the paths of predict_proba() on the same tensor only while it is
+    unchanged: after an in-place change it routes the new values."""
+    g = torch.Generator().manual_seed(0)
+
+    def batch(n: int) -> tuple[torch.Tensor, torch.Tensor]:
+        X = torch.rand(n, 3, generator=g)
+        z = torch.where(X[:, 2] <= 0.6, 8 * (X[:, 0] - 0.5), -8 * (X[:, 1] - 0.5))
+        return X, torch.bernoulli(torch.sigmoid(z), generator=g).long()
+
+    a, b = DynamicModelTree(n_classes=2, learning_rate=1.0), DynamicModelTree(2, learning_rate=1.0)
+    for _ in range(10):
+        X, y = batch(500)
+        a.learn(X, y)
+        b.learn(X.clone(), y)
+    assert a.n_nodes == 3  # a split on x2: routing matters
+    X, y = batch(200)
+    a.predict_proba(X)
+    X[:, 2] = 1 - X[:, 2]  # in place: other rows go left now
+    a.learn(X, y)
+    b.learn(X.clone(), y)
+    for name, t in a.state_dict().items():
+        if isinstance(t, torch.Tensor):
+            assert torch.equal(t, b.state_dict()[name]), name
+    assert a.state_dict()["stores"][1]["cnt"].equal(b.state_dict()["stores"][1]["cnt"])

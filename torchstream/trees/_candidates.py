@@ -7,7 +7,9 @@ node model, each row's term taken with the parameters in effect after the update
 The tree may fade them (:meth:`CandidateStore.fade`, its ``loss_window`` / ``candidate_window``);
 otherwise they are never decayed, as in the paper.
 
-Per batch (vectorised over candidates, one mask ``[n, K]`` and one matrix product):
+Per batch, for all the nodes the batch reaches at once (:func:`update_stores`: vectorised over
+the candidates of all the nodes; per node only its new values, its mask ``[n, K]`` and its matrix
+products):
 
 1. add the batch to the statistics of every stored candidate;
 2. build the new candidates of the batch: the unique values of every numeric feature rounded to
@@ -31,23 +33,28 @@ difference between the sides). The AIC test of the chosen candidate uses the pap
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import torch
 
-from torchstream.trees._gains import candidate_gain
+from torchstream.trees._gains import candidate_gains_and_scores
 
-__all__ = ["CandidateStore"]
+__all__ = ["CandidateStore", "update_stores"]
 
 _FIELDS = ("feat", "val", "cnt", "ll", "grad", "gain", "score")
 
 
 def left_masks(
-    X: torch.Tensor, feat: torch.Tensor, val: torch.Tensor, categorical: torch.Tensor
+    X: torch.Tensor, feat: torch.Tensor, val: torch.Tensor, categorical: torch.Tensor | None
 ) -> torch.Tensor:
-    """``[n, K]`` booleans: does row ``i`` go left for candidate ``k``?"""
-    xv = X[:, feat]
-    return torch.where(categorical[feat], xv == val, xv <= val)
+    """``[n, K]`` booleans: does row ``i`` go left for candidate ``k``? (``categorical``:
+    ``[m]`` flags of the equality features, ``None`` when there are none). The columns are
+    gathered as rows of ``X.T`` (contiguous), which is faster; the result is its transpose."""
+    xv = X.T.contiguous().index_select(0, feat)  # [K, n]
+    v = val[:, None]
+    if categorical is None:
+        return (xv <= v).T
+    return torch.where(categorical[feat][:, None], xv == v, xv <= v).T
 
 
 class CandidateStore:
@@ -67,105 +74,22 @@ class CandidateStore:
         return int(self.feat.shape[0])
 
     # ------------------------------------------------------------------ update
-    @staticmethod
-    def _side_stats(
-        M: torch.Tensor, ll: torch.Tensor, G: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        Mf = M.to(G.dtype)
-        cnt_l = Mf.sum(0)
-        ll_l = Mf.T @ ll
-        g_l = Mf.T @ G
-        cnt = torch.stack([cnt_l, M.shape[0] - cnt_l], 1)
-        lls = torch.stack([ll_l, ll.sum() - ll_l], 1)
-        grads = torch.stack([g_l, G.sum(0, keepdim=True) - g_l], 1)
-        return cnt, lls, grads
-
     def update(
         self,
         X: torch.Tensor,
         ll: torch.Tensor,
         G: torch.Tensor,
-        categorical: torch.Tensor,
+        categorical: torch.Tensor | None,
         *,
         lr: float,
         capacity: int,
         p_replaceable: float,
     ) -> None:
-        """Add one batch of the node's rows: ``X [n, m]`` (float64), per-row log-likelihoods
-        ``ll [n]`` and gradients ``G [n, P]``; ``categorical [m]`` flags the equality features."""
-        if len(self):
-            cnt, lls, grads = self._side_stats(
-                left_masks(X, self.feat, self.val, categorical), ll, G
-            )
-            self.cnt += cnt
-            self.ll += lls
-            self.grad += grads
-        self.gain, self.score = self._gains(self.grad, self.cnt, lr)
-        if capacity <= 0:
-            return
-        # new candidates of this batch
-        keys = torch.where(categorical, X, torch.round(X * 100) / 100)
-        uniq = [torch.unique(keys[:, j]) for j in range(X.shape[1])]  # a loop over features
-        feat = torch.cat(
-            [
-                torch.full((u.numel(),), j, dtype=torch.long, device=X.device)
-                for j, u in enumerate(uniq)
-            ]
-        )
-        val = torch.cat(uniq)
-        if len(self):
-            stored = (feat[:, None] == self.feat[None]) & (val[:, None] == self.val[None])
-            keep = ~stored.any(1)
-            feat, val = feat[keep], val[keep]
-        if feat.numel() == 0:
-            return
-        cnt, lls, grads = self._side_stats(left_masks(X, feat, val, categorical), ll, G)
-        gain, score = self._gains(grads, cnt, lr)
-        valid = torch.isfinite(gain)
-        order = torch.sort(score[valid], descending=True, stable=True).indices
-        new = {
-            "feat": feat[valid][order],
-            "val": val[valid][order],
-            "cnt": cnt[valid][order],
-            "ll": lls[valid][order],
-            "grad": grads[valid][order],
-            "gain": gain[valid][order],
-            "score": score[valid][order],
-        }
-        n_new = int(new["feat"].shape[0])
-        if n_new == 0:
-            return
-        free = capacity - len(self)
-        if free > 0:
-            self._append({k: v[:free] for k, v in new.items()})
-            new = {k: v[free:] for k, v in new.items()}
-            n_new -= min(free, n_new)
-        if n_new == 0:
-            return
-        n_repl = min(math.ceil(capacity * p_replaceable), len(self))
-        if n_repl == 0:
-            return
-        slots = torch.sort(self.score, stable=True).indices[:n_repl]  # the worst stored
-        pool = torch.cat([self.score[slots], new["score"]])
-        best = torch.sort(pool, descending=True, stable=True).indices[:n_repl]
-        for name in _FIELDS:
-            t = getattr(self, name)
-            t[slots] = torch.cat([t[slots], new[name]])[best]
-
-    def _append(self, new: Mapping[str, torch.Tensor]) -> None:
-        for name in _FIELDS:
-            setattr(self, name, torch.cat([getattr(self, name), new[name]]))
-
-    @staticmethod
-    def _gains(
-        grad: torch.Tensor, cnt: torch.Tensor, lr: float
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Paper gains and ranking scores (gain minus the no-split term, see module doc)."""
-        gain = candidate_gain(grad[:, 0], grad[:, 1], cnt[:, 0], cnt[:, 1], lr)
-        whole = (
-            lr * grad.sum(1).square().sum(-1) / cnt.sum(1).clamp_min(torch.finfo(cnt.dtype).tiny)
-        )
-        return gain, gain - whole
+        """Add one batch of the node's rows (:func:`update_stores` for one node)."""
+        update_stores(
+            [self], X, ll, G, [X.shape[0]], categorical,
+            lr=lr, capacity=capacity, p_replaceable=p_replaceable,
+        )  # fmt: skip
 
     def fade(self, loss_factor: float, stat_factor: float) -> None:
         """Multiply the log-likelihood sums by ``loss_factor`` and the counts and gradient sums
@@ -206,3 +130,132 @@ class CandidateStore:
         for k, v in state.items():
             setattr(store, k, v.to(device).clone())
         return store
+
+
+def update_stores(
+    stores: Sequence[CandidateStore],
+    X: torch.Tensor,
+    ll: torch.Tensor,
+    G: torch.Tensor,
+    counts: Sequence[int],
+    categorical: torch.Tensor | None,
+    *,
+    lr: float,
+    capacity: int,
+    p_replaceable: float,
+) -> None:
+    """Add one batch to the stores of several nodes at once: ``X [n, m]`` (float64), per-row
+    log-likelihoods ``ll [n]`` and gradients ``G [n, P]``, the rows grouped by node, the first
+    ``counts[0]`` for ``stores[0]`` and so on; ``categorical [m]`` flags the equality features
+    (``None``: there are none).
+
+    The stored candidates of a node (first) and its new ones are scored together. The new
+    values, the masks and their products are computed node by node (a BLAS product's rounding
+    may depend on its shape, so every sum is the product of one node's rows and either its
+    stored or its new candidates, exactly as for a node alone); the statistics, gains, scores
+    and the stores' new contents are one set of tensor operations for all the nodes, and only
+    the choice of the survivors loops over the nodes again."""
+    dev = X.device
+    K = [len(s) for s in stores]
+    counts = list(counts)
+    Xs, lls, Gs = (t.split_with_sizes(counts) for t in (X, ll, G))
+    feats: list[torch.Tensor] = []
+    vals: list[torch.Tensor] = []
+    cnts_l: list[torch.Tensor] = []
+    lls_l: list[torch.Tensor] = []
+    gs_l: list[torch.Tensor] = []
+    n_new: list[int] = []
+    for i, store in enumerate(stores):
+        f, v = store.feat, store.val
+        if capacity > 0:
+            new_f, new_v = _new_candidates(store, Xs[i], categorical)
+            f, v = torch.cat([f, new_f]), torch.cat([v, new_v])
+        feats.append(f)
+        vals.append(v)
+        n_new.append(int(f.shape[0]) - K[i])
+        Mf = left_masks(Xs[i], f, v, categorical).to(
+            torch.float64, memory_format=torch.contiguous_format
+        )
+        cnts_l.append(Mf.sum(0))
+        lls_l.append(Mf.T @ lls[i])
+        parts = [Mf[:, : K[i]], Mf[:, K[i] :]] if 0 < K[i] < Mf.shape[1] else [Mf]
+        gs_l += [part.T @ Gs[i] for part in parts]
+    sizes = [k + n for k, n in zip(K, n_new)]
+    rep = torch.tensor(sizes, device=dev)
+    n_tot = torch.tensor(counts, dtype=torch.float64, device=dev).repeat_interleave(rep)
+    ll_tot = torch.stack([x.sum() for x in lls]).repeat_interleave(rep)
+    g_tot = torch.cat([g.sum(0, keepdim=True) for g in Gs]).repeat_interleave(rep, 0)
+    cnt_l, ll_l, g_l = torch.cat(cnts_l), torch.cat(lls_l), torch.cat(gs_l)
+    cnt = torch.stack([cnt_l, n_tot - cnt_l], 1)
+    lls_ = torch.stack([ll_l, ll_tot - ll_l], 1)
+    grads = torch.stack([g_l, g_tot - g_l], 1)
+    starts = [sum(sizes[:i]) for i in range(len(sizes))]
+    for start, k, store in zip(starts, K, stores):  # the stored ones' cumulative statistics
+        if k:
+            cnt[start : start + k] += store.cnt
+            lls_[start : start + k] += store.ll
+            grads[start : start + k] += store.grad
+    gain, score = candidate_gains_and_scores(grads, cnt, lr)
+    keep = [
+        _survivors(g, s, k, capacity, p_replaceable)
+        for g, s, k in zip(gain.split_with_sizes(sizes), score.split_with_sizes(sizes), K)
+    ]
+    index = torch.cat(
+        [
+            torch.arange(start, start + k, device=dev) if kp is None else kp + start
+            for start, k, kp in zip(starts, K, keep)
+        ]
+    )
+    kept = [k if kp is None else int(kp.shape[0]) for k, kp in zip(K, keep)]
+    full = {"feat": torch.cat(feats), "val": torch.cat(vals), "cnt": cnt, "ll": lls_,
+            "grad": grads, "gain": gain, "score": score}  # fmt: skip
+    for name in _FIELDS:
+        for store, t in zip(stores, full[name].index_select(0, index).split_with_sizes(kept)):
+            setattr(store, name, t)
+
+
+def _new_candidates(
+    store: CandidateStore, X: torch.Tensor, categorical: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The batch's candidates of a node not yet in its store, feature by feature in increasing
+    value: the unique 2-decimal roundings of the numeric features, the unique raw values of the
+    categorical ones (one sort of all columns)."""
+    keys = torch.round(X * 100) / 100
+    if categorical is not None:
+        keys = torch.where(categorical, X, keys)
+    v = keys.T.sort(dim=1).values  # [m, n]
+    first = torch.ones_like(v, dtype=torch.bool)
+    first[:, 1:] = v[:, 1:] != v[:, :-1]
+    feat, val = first.nonzero()[:, 0], v[first]
+    if len(store):
+        stored = (feat[:, None] == store.feat) & (val[:, None] == store.val)
+        new = ~stored.any(1)
+        feat, val = feat[new], val[new]
+    return feat, val
+
+
+def _survivors(
+    gain: torch.Tensor, score: torch.Tensor, K: int, capacity: int, p_replaceable: float
+) -> torch.Tensor | None:
+    """Indices into one node's stored (first ``K``) and new candidates of its store after this
+    batch: free slots take the best new candidates; then the worst ``ceil(K p)`` stored ones
+    and the remaining new ones compete for the slots of the former, the best keep them.
+    ``None``: the stored ones, unchanged (no new candidate that splits the rows)."""
+    valid = torch.isfinite(gain[K:])
+    n_valid = int(valid.sum())
+    if n_valid == 0:
+        return None
+    # the valid new candidates, best first (a stable sort keeps ties in their order)
+    ranked = torch.sort(score[K:].masked_fill(~valid, -math.inf), descending=True, stable=True)
+    new = ranked.indices[:n_valid] + K
+    keep = torch.arange(K, device=score.device)
+    free = capacity - K
+    if free > 0:
+        keep, new = torch.cat([keep, new[:free]]), new[free:]
+    n_repl = min(math.ceil(capacity * p_replaceable), keep.numel())
+    if new.numel() and n_repl:
+        slots = torch.sort(score[keep], stable=True).indices[:n_repl]  # the worst stored
+        pool = torch.cat([keep[slots], new])
+        best = torch.sort(score[pool], descending=True, stable=True).indices[:n_repl]
+        keep[slots] = pool[best]
+    return keep

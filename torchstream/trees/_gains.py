@@ -40,6 +40,7 @@ import torch
 __all__ = [
     "Thresholds",
     "candidate_gain",
+    "candidate_gains_and_scores",
     "collapse_threshold",
     "log_likelihood_and_residuals",
     "n_free_parameters",
@@ -91,6 +92,22 @@ def candidate_gain(
         + grad_right.square().sum(-1) / n_right.clamp_min(tiny)
     )
     return gain.masked_fill((n_left <= 0) | (n_right <= 0), -math.inf)
+
+
+def candidate_gains_and_scores(
+    grad: torch.Tensor, cnt: torch.Tensor, lr: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`candidate_gain` of candidates held as ``grad [K, 2, P]`` and ``cnt [K, 2]``
+    (sides left, right), and their ranking scores: the gain minus ``lr ||g_L + g_R||^2 / n``,
+    the gain of one more step of the node model without a split (see :mod:`._candidates`).
+    The same floating-point operations as :func:`candidate_gain`, in fewer tensor calls."""
+    tiny = torch.finfo(torch.float64).tiny  # faded counts may fall below 1
+    sides = (grad * grad).sum(-1) / cnt.clamp_min(tiny)  # [K, 2]
+    gain = lr * (sides[:, 0] + sides[:, 1])
+    gain = gain.masked_fill((cnt <= 0).any(1), -math.inf)
+    g = grad[:, 0] + grad[:, 1]
+    whole = lr * (g * g).sum(-1) / (cnt[:, 0] + cnt[:, 1]).clamp_min(tiny)
+    return gain, gain - whole
 
 
 def log_likelihood_and_residuals(

@@ -85,7 +85,7 @@ from river import base as river_base
 from torchstream.base import new_classes
 from torchstream.devices import as_device
 from torchstream.schema import match_key
-from torchstream.trees._candidates import CandidateStore
+from torchstream.trees._candidates import CandidateStore, update_stores
 from torchstream.trees._gains import (
     Thresholds,
     collapse_threshold,
@@ -100,6 +100,11 @@ from torchstream.trees._river import RiverRows
 __all__ = ["RIVER_CHECK_SKIPS", "DynamicModelTree"]
 
 _STRUCT = ("feature", "value", "left", "right", "parent", "depth", "uid")
+
+# (a copy of X, the routing tensors, X's (rows, nodes, leaf)): see `_paths`
+_PathsMemo = tuple[
+    torch.Tensor, tuple[torch.Tensor, ...], tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+]
 
 # river's `check_estimator` checks the tree does not pass with ``feature_incremental=False``,
 # and why (read by `_unit_test_skips`; with ``True`` every check passes).
@@ -346,6 +351,8 @@ class DynamicModelTree(TreeReport, RiverRows, river_base.Classifier):
         self._ll = torch.zeros(0, dtype=torch.float64, device=self.device)
         self._g: torch.Tensor | None = None  # [N, m+1, c-1] summed gradients since creation
         self._routing: tuple[torch.Tensor, ...] | None = None
+        # the last routed batch and its paths, reused by `learn` after `predict_proba` on it
+        self._paths_memo: _PathsMemo | None = None
 
     @property
     def n_nodes(self) -> int:
@@ -437,8 +444,12 @@ class DynamicModelTree(TreeReport, RiverRows, river_base.Classifier):
         return self._routing
 
     def _paths(self, X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """All (row, node) pairs on the rows' paths, and each row's leaf."""
-        feat, val, cat, left, right = self._routing_tensors()
+        """All (row, node) pairs on the rows' paths, and each row's leaf (kept with a copy of
+        ``X`` while the tree is unchanged: test-then-train routes every batch once)."""
+        routing = self._routing_tensors()
+        if self._seen_last(X) and self._paths_memo is not None and self._paths_memo[1] is routing:
+            return self._paths_memo[2]
+        feat, val, cat, left, right = routing
         n = X.shape[0]
         active = torch.arange(n, device=self.device)
         node = torch.zeros(n, dtype=torch.long, device=self.device)
@@ -455,7 +466,14 @@ class DynamicModelTree(TreeReport, RiverRows, river_base.Classifier):
             leaf[active] = node
             rows.append(active)
             nodes.append(node)
-        return torch.cat(rows), torch.cat(nodes), leaf
+        out = (torch.cat(rows), torch.cat(nodes), leaf)
+        self._paths_memo = (X.clone(), routing, out)
+        return out
+
+    def _seen_last(self, X: torch.Tensor) -> bool:
+        """Does ``X`` hold exactly the values of the last routed batch (same dtype, device)?"""
+        memo = self._paths_memo
+        return memo is not None and memo[0].shape == X.shape and torch.equal(memo[0], X)
 
     # ------------------------------------------------------------------ validation
     def _check_X(self, X: Any) -> torch.Tensor:
@@ -468,6 +486,8 @@ class DynamicModelTree(TreeReport, RiverRows, river_base.Classifier):
         if self.n_features is not None and X.shape[1] != self.n_features:
             raise ValueError(f"X has {X.shape[1]} columns, the tree expects {self.n_features}")
         X = X.to(device=self.device, dtype=self.dtype)
+        if self._seen_last(X):
+            return X  # the values of the last routed batch, checked then
         if not bool(torch.isfinite(X).all()):
             r, c = (~torch.isfinite(X)).nonzero()[0].tolist()
             raise ValueError(f"X row {r}, column {c}: non-finite value {float(X[r, c])}")
@@ -480,9 +500,9 @@ class DynamicModelTree(TreeReport, RiverRows, river_base.Classifier):
         if y.dtype.is_floating_point and not bool((y == y.round()).all()):
             raise ValueError("y must hold class indices (integers)")
         y = y.long()
-        if n and int(y.min()) < 0:
-            raise ValueError(f"y holds the class index {int(y.min())}; indices must be >= 0")
-        top = int(y.max()) if n else -1
+        low, top = torch.stack(torch.aminmax(y)).tolist() if n else (0, -1)
+        if low < 0:
+            raise ValueError(f"y holds the class index {low}; indices must be >= 0")
         if self.n_classes is not None and top >= self.n_classes:
             raise ValueError(f"y holds the class index {top}, but n_classes={self.n_classes}")
         while top >= len(self.classes_):
@@ -574,31 +594,26 @@ class DynamicModelTree(TreeReport, RiverRows, river_base.Classifier):
         self._n.index_add_(0, nodes, torch.ones_like(ll))
         self._ll.index_add_(0, nodes, ll)
         self._g.index_add_(0, nodes, G.view(-1, m1, cp))
-        # 3. candidate statistics, node by node (rows grouped by node with one sort)
+        # 3. candidate statistics of every touched node (rows grouped by node with one sort)
         order = torch.argsort(nodes, stable=True)
         touched, counts = torch.unique_consecutive(nodes[order], return_counts=True)
-        Xrows = Xd[order, 1:]
-        cat = self._categorical_mask()
-        for a, Xs, lls, Gs in zip(
-            touched.tolist(),
-            Xrows.split(counts.tolist()),
-            ll[order].split(counts.tolist()),
-            G[order].split(counts.tolist()),
-        ):
-            self._stores[a].update(
-                Xs,
-                lls,
-                Gs,
-                cat,
-                lr=lr,
-                capacity=self.n_saved_candidates,
-                p_replaceable=self.p_replaceable_candidates,
-            )
+        touched_nodes = touched.tolist()
+        update_stores(
+            [self._stores[a] for a in touched_nodes],
+            Xd[order, 1:],
+            ll[order],
+            G[order],
+            counts.tolist(),
+            self._categorical_mask() if self.cat_features else None,
+            lr=lr,
+            capacity=self.n_saved_candidates,
+            p_replaceable=self.p_replaceable_candidates,
+        )
         self.n_samples_seen += X.shape[0]
         self.n_batches += 1
         # 4. structure, bottom-up
         changed = False
-        for a in sorted(touched.tolist(), key=lambda i: -self.depth[i]):
+        for a in sorted(touched_nodes, key=lambda i: -self.depth[i]):
             if self.depth[a] < 0:  # removed with a subtree above (cannot happen bottom-up)
                 continue
             changed |= self._check_node(a)
