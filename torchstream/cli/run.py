@@ -111,6 +111,10 @@ def add_parser(
                           "missing-value indicators) instead of the features they encode "
                           "(default: one importance per feature, its columns permuted / removed "
                           "together)")
+    run.add_argument("--compile", action="store_true",
+                     help="run iPFI's batch as one torch.compile'd function (a torch model; the "
+                          "first compile takes seconds, torch caches it on disk; the eager path "
+                          "runs, with a warning, where compiling is not possible)")
     run.add_argument("--pdp-feature", help="feature of the iPDP (default: the first); a "
                                            "categorical feature gets one point per category, a "
                                            "numeric one with missing cells a 'missing' point; "
@@ -237,6 +241,9 @@ def run_command(args: argparse.Namespace) -> int:
               f"{counts}")
     for p in explainers:
         print(_importance_line(p))
+        if isinstance(p, IncrementalPFI) and p.compile:
+            print(f"{_name(p)}: eager, {p.compile_off_reason}" if p.compile_off_reason else
+                  f"{_name(p)}: compiled ({p.compile_seconds:.1f} s compiling)")
     if stream.drift_positions:
         print(f"known drifts at rows {list(stream.drift_positions)}")
     for det in monitors.detectors:
@@ -280,6 +287,8 @@ def _check_run_args(args: argparse.Namespace) -> None:
         raise SystemExit(f"error: --lr must be a finite number > 0, got {args.lr}")
     if not 0 < args.explain_alpha <= 1:
         raise SystemExit(f"error: --explain-alpha must be in (0, 1], got {args.explain_alpha}")
+    if args.compile and "ipfi" not in [n.strip() for n in args.explain.split(",")]:
+        raise SystemExit("error: --compile compiles iPFI's step: add ipfi to --explain")
     if args.report_at and not args.report:
         raise SystemExit("error: --report-at needs --report")
     if any(r < 1 for r in args.report_at):
@@ -376,7 +385,7 @@ def make_explainers(args: argparse.Namespace, stream: Stream) -> list[Explainer]
     out: list[Explainer] = []
     for name in names:
         if name == "ipfi":
-            out.append(IncrementalPFI(None, loss, len(columns), **common))
+            out.append(IncrementalPFI(None, loss, len(columns), compile=args.compile, **common))
         elif name == "isage":
             out.append(IncrementalSAGE(None, loss, len(columns), empty_prediction="imputed",
                                        **common))
