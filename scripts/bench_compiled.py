@@ -49,6 +49,7 @@ from typing import Any
 import numpy as np
 import torch
 from torch import nn
+from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -167,11 +168,27 @@ def run_setting(net: nn.Module, X: torch.Tensor, y: torch.Tensor, b: int, k: int
     return out
 
 
+def profile_b1(net: nn.Module, X: torch.Tensor, y: torch.Tensor, rows: int) -> None:
+    """The torch profiler's table of 200 compiled B = 1, K = 1 steps (self CPU time): where
+    the time of one compiled step goes beside the model's own kernels."""
+    explainer = IncrementalPFI(net, "mse", D, alpha=ALPHA, storage_size=STORAGE, seed=0,
+                               compile=True)
+    for Xb, yb in batches(X[:3], y[:3], 1):
+        explainer.explain(Xb, yb)
+    data = batches(X[3 : 3 + min(rows, 200)], y[3 : 3 + min(rows, 200)], 1)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        time_explain(explainer, data)
+    print(f"\nprofile of {len(data)} compiled steps, B = 1, K = 1 (self CPU time):")
+    print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=15))
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=2000, help="timed rows per repeat")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--ixai-rows", type=int, default=300, help="rows ixai explains")
+    parser.add_argument("--profile", action="store_true",
+                        help="also print the torch profiler's table of compiled B = 1 steps")
     parser.add_argument("--fresh-cache", action="store_true",
                         help="compile into a new, empty inductor cache (a cold compile)")
     args = parser.parse_args(argv)
@@ -209,6 +226,8 @@ def main(argv: list[str] | None = None) -> None:
         print("ixai is not installed (pip install --no-deps ixai==0.1.3): its column is empty")
     cache = os.environ.get("TORCHINDUCTOR_CACHE_DIR", "torch's default inductor cache")
     print(f"compile s: the first compiled batch of each setting (inductor cache: {cache})")
+    if args.profile:
+        profile_b1(net, X, y, args.rows)
 
 
 if __name__ == "__main__":
