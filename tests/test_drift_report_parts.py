@@ -200,7 +200,7 @@ def test_json_round_trip_of_a_full_report(full):
         assert a["curves"][0]["pd_after"] == pytest.approx(b["curves"][0]["pd_after"])
     md = reporter.to_markdown({0: [("importance", "report/row1500_importance.png")]})
     assert "![importance](report/row1500_importance.png)" in md
-    assert "- PD of `x1` (ipdp/x1): its shape moved by" in md
+    assert "- PD of `x1` (ipdp/x1, P(class 1)): its shape moved by" in md
 
 
 # ------------------------------------------------------------------------ CDLEEDS regions
@@ -447,3 +447,26 @@ def test_pd_rows_are_the_last_rows_seen():
     again = DriftReporter([_Stub()], window=4, settle=0, pd_rows=5)
     again.load_state_dict(json.loads(json.dumps(rep.state_dict())))
     assert torch.equal(again._rows, rep._rows)
+
+
+def test_pd_of_several_classes_shows_the_class_predicted_most():
+    # three classes, the model predicts class 2 for most rows: the computed PD curves show
+    # P(class 2) (named in the curve), the same class at the alarm and after it
+    def model(X: torch.Tensor) -> torch.Tensor:
+        logits = torch.stack([X[:, 0], -X[:, 0], 2.0 + 0.0 * X[:, 0]], 1)
+        return torch.softmax(logits, 1)
+
+    stub = _Stub()
+    rep = DriftReporter([stub], window=4, settle=0, known_drifts=[4], pd_rows=8, pd_grid=3)
+    g = torch.Generator().manual_seed(0)
+    for row in range(8):
+        X = torch.randn(1, 2, generator=g, dtype=torch.float64)
+        rep.on_batch(Batch(row, row, X, torch.zeros(1), model(X), model))
+    (r,) = rep.reports
+    curve = next(c for c in r["curves"] if c["feature"] == "x0")
+    assert curve["output"] == "P(class 2)" and curve["explainer"] == "pd"
+    rows = rep._rows
+    for g_value, pd in zip(curve["grid_after"], curve["pd_after"]):
+        Z = rows.clone()
+        Z[:, 0] = g_value
+        assert pd == pytest.approx(float(model(Z)[:, 2].mean()))

@@ -31,10 +31,12 @@ class Change(Column):
 
 
 class Curve(TypedDict):
-    """An iPDP's curve at the alarm and at the end of the after window."""
+    """A feature's PD curve (an iPDP's, or the model's over the last rows) at the alarm and at
+    the end of the after window; ``output`` says what it shows (``"P(class 1)"``)."""
 
     explainer: str
     feature: str
+    output: str
     labels_before: list[str]
     labels_after: list[str]
     grid_before: list[float]
@@ -171,7 +173,8 @@ def to_markdown(reports: Sequence[Report],
         out.append("")
         for curve in r["curves"]:
             mark = " (its importance changed)" if curve["verdict_changed"] else ""
-            out.append(f"- PD of `{curve['feature']}` ({curve['explainer']}): its shape moved by "
+            out.append(f"- PD of `{curve['feature']}` ({curve['explainer']}, {curve['output']}): "
+                       f"its shape moved by "
                        f"{_fmt(curve['distance'])} (root mean square), its level by "
                        f"{_fmt(curve['level_shift'])}{mark}")
         for region in r["where"]["regions"]:

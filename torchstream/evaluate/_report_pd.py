@@ -80,9 +80,11 @@ def pd_grids(rows: torch.Tensor, features: Sequence[str],
 
 
 def pd_curves(model: Callable[[torch.Tensor], torch.Tensor], rows: torch.Tensor,
-              grids: Mapping[str, _Grid], *, chunk: int = 65_536) -> dict[str, PDCurve]:
+              grids: Mapping[str, _Grid], *, output: int | None = None, chunk: int = 65_536
+              ) -> dict[str, PDCurve]:
     """The PD of ``model`` over ``rows [n, d]`` at each feature's grid points (``grids`` from
-    :func:`pd_grids`); for an ``[n, k]`` output the probability of class 1 (``k >= 2``)."""
+    :func:`pd_grids`); for an ``[n, k]`` output its column ``output`` (default: class 1 for
+    ``k >= 2``)."""
     n = int(rows.shape[0])
     if n == 0:
         return {}
@@ -102,7 +104,7 @@ def pd_curves(model: Callable[[torch.Tensor], torch.Tensor], rows: torch.Tensor,
     with torch.no_grad():
         for start in range(0, big.shape[0], chunk):
             part = big[start:start + chunk]
-            outs.append(_select_output(model(part), part.shape[0], None, 0).detach())
+            outs.append(_select_output(model(part), part.shape[0], output, 0).detach())
     means = torch.cat(outs).to("cpu", torch.float64).reshape(-1, n).mean(1).tolist()
     curves: dict[str, PDCurve] = {}
     at = 0

@@ -153,6 +153,7 @@ class _Pending(_Recovery):
     curves: list[dict[str, list[float] | list[str]]]
     grids: dict[str, dict[str, object]]
     pd: dict[str, PDCurve]
+    output: int | None
 
 
 class _Built(_Recovery):
@@ -362,10 +363,10 @@ class DriftReporter(PluginBase):
                 continue
             before = [e for e in self._entries if e["start"] >= row - self.window
                       and e["end"] <= row]
-            grids, curves = self._pd_now()
+            grids, curves, output = self._pd_now()
             self._pending.append({"row": row, "detector": source, "also": [],
                                   "curves": [_curve(p) for p in self.pdps],
-                                  "grids": grids, "pd": curves,
+                                  "grids": grids, "pd": curves, "output": output,
                                   "threshold": self._metric(before)[0], "recovered": None,
                                   "rows_to_recovery": None})
 
@@ -391,20 +392,41 @@ class DriftReporter(PluginBase):
             return list(explainer.feature_names), None
         return list(groups.names), {n: list(m) for n, m in zip(groups.names, groups.members)}
 
-    def _pd_now(self, grids: Mapping[str, object] | None = None
-                ) -> tuple[dict[str, dict[str, object]], dict[str, PDCurve]]:
-        """The model's PD curves now over the last rows (``grids``: those of the alarm; new
-        ones from the rows otherwise), for the features without an iPDP."""
+    def _pd_now(self, grids: Mapping[str, object] | None = None, output: int | None = None
+                ) -> tuple[dict[str, dict[str, object]], dict[str, PDCurve], int | None]:
+        """The model's PD curves now over the last rows, for the features without an iPDP:
+        ``grids`` and ``output`` those of the alarm, else new ones — the grids from the rows,
+        the output the probability of class 1 for two classes, of the class predicted most
+        often over the rows for more (None: a model with one output)."""
         if not self.pd_rows or self._model is None or self._rows.shape[0] == 0:
-            return {}, {}
+            return {}, {}, None
+        rows = self._rows.to(self._input[1], self._input[0])
         if grids is None:
             features, groups = self._features()
             covered = {p.feature_name for p in self.pdps}
             columns = self._columns or [f"x{j}" for j in range(self._rows.shape[1])]
             todo = [f for f in features if f not in covered]
             grids = dict(pd_grids(self._rows, todo, groups, columns, self.pd_grid))
-        rows = self._rows.to(self._input[1], self._input[0])
-        return dict(grids), pd_curves(self._model, rows, grids)  # type: ignore[arg-type]
+            with torch.no_grad():
+                out = self._model(rows)
+            output = None
+            if out.dim() == 2:
+                k = int(out.shape[1])
+                output = 1 if k == 2 else (0 if k == 1 else int(
+                    torch.bincount(out.argmax(1).cpu(), minlength=k).argmax()))
+        curves = pd_curves(self._model, rows, grids, output=output)  # type: ignore[arg-type]
+        return cast(dict[str, dict[str, object]], dict(grids)), curves, output
+
+    def _output_label(self, index: int | None, *, ipdp: bool = False) -> str:
+        """What a PD curve shows: ``"P(class <label>)"`` or ``"output"`` (an iPDP's default
+        for class outputs: class 1)."""
+        if index is None and not ipdp:
+            return "output"
+        if index is None:  # the iPDP's default: class 1 of a class output, else the output
+            return "output" if self._task == "regression" else self._output_label(1)
+        classes = getattr(self._model, "classes_", None)
+        label = classes[index] if classes is not None and index < len(classes) else index
+        return f"P(class {label})"
 
     def _record_where(self, end: int) -> None:
         """ERICS partial alerts new since the last batch and, at a CDLEEDS alert, the
@@ -609,13 +631,15 @@ class DriftReporter(PluginBase):
             grid_a, pd_a = [float(v) for v in now["grid"]], [float(v) for v in now["pd"]]
             distance, level = curve_difference(grid_b, pd_b, grid_a, pd_a)
             out.append({"explainer": name, "feature": pdp.feature_name,
+                        "output": self._output_label(pdp.output_index, ipdp=True),
                         "labels_before": [str(v) for v in then["labels"]],
                         "labels_after": [str(v) for v in now["labels"]],
                         "grid_before": grid_b, "pd_before": pd_b,
                         "grid_after": grid_a, "pd_after": pd_a,
                         "distance": distance, "level_shift": level,
                         "verdict_changed": pdp.feature_name in changed})
-        _, now_pd = self._pd_now(pending["grids"])
+        _, now_pd, _ = self._pd_now(pending["grids"], pending["output"])
+        what = self._output_label(pending["output"])
         for feature, then_pd in pending["pd"].items():
             now_curve = now_pd.get(feature)
             if now_curve is None:
@@ -625,7 +649,7 @@ class DriftReporter(PluginBase):
             grid_a = [float(v) for v in now_curve["grid"]]
             pd_a = [float(v) for v in now_curve["pd"]]
             distance, level = curve_difference(grid_b, pd_b, grid_a, pd_a)
-            out.append({"explainer": "pd", "feature": feature,
+            out.append({"explainer": "pd", "feature": feature, "output": what,
                         "labels_before": list(then_pd["labels"]),
                         "labels_after": list(now_curve["labels"]),
                         "grid_before": grid_b, "pd_before": pd_b,
