@@ -73,7 +73,7 @@ def plot_report_curve(report: Report, curve: Curve) -> Figure:
     _draw_curve(ax, curve["labels_after"], curve["grid_after"], curve["pd_after"],
                 colour="tab:red", label=f"at row {end:,}")
     ax.set_xlabel(curve["feature"])
-    ax.set_ylabel("partial dependence")
+    ax.set_ylabel(f"partial dependence, {curve['output']}")
     ax.set_title(f"PD of {curve['feature']}: shape moved by {curve['distance']:.3g}, level by "
                  f"{curve['level_shift']:.3g}", fontsize="medium")
     ax.legend(fontsize="small")
