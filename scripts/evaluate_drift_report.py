@@ -1,6 +1,6 @@
 """The drift report measured on drifts whose truth is known, against two baselines.
 
-    python scripts/evaluate_drift_report.py [--quick] [--json PATH]
+    python scripts/evaluate_drift_report.py [--quick] [--json PATH] [--settle N] [--min-effect F]
 
 Every case is one seeded stream with one drift at row ``r``; a :class:`DriftReporter` is made
 to report at ``r`` (``known_drifts=[r]``) and its verdicts are compared with the truth. The full
@@ -113,6 +113,7 @@ SETTLE = 6_000
 ALPHA = 0.01
 LEVEL = 0.05
 RAW_FRACTION = 0.10
+MIN_EFFECT = 0.05  # the reporter's default
 ROWS = DRIFT + SETTLE + WINDOW
 
 AGRAWAL = ("salary", "commission", "age", "elevel", "car", "zipcode", "hvalue", "hyears", "loan")
@@ -366,9 +367,10 @@ class TimedReporter(DriftReporter):
     that batch included)."""
 
     def __init__(self, explainers: Sequence[IncrementalPFI], *, window: int,
-                 known_drifts: Sequence[int], level: float, settle: int) -> None:
+                 known_drifts: Sequence[int], level: float, settle: int,
+                 min_effect: float) -> None:
         super().__init__(explainers, window=window, known_drifts=known_drifts, level=level,
-                         settle=settle)
+                         settle=settle, min_effect=min_effect)
         self.seconds = 0.0
         self.build_seconds = 0.0
 
@@ -394,7 +396,7 @@ def run_case(case: Case) -> Outcome:
                           seed=case.seed)
     erics = ERICS(ProbitHead(d, epochs=10))
     reporter = TimedReporter([ipfi], window=WINDOW, known_drifts=[DRIFT], level=LEVEL,
-                             settle=SETTLE)
+                             settle=SETTLE, min_effect=MIN_EFFECT)
     correct = Correct()
     Prequential(learner, stream, batch_size=BATCH, plugins=[ipfi, erics, correct, reporter]).run()
     (report,) = reporter.reports
@@ -552,10 +554,17 @@ def _pct(v: float) -> str:
 
 
 def main() -> None:
+    global SETTLE, ROWS, MIN_EFFECT  # one setting for every case, chosen on the command line
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="7 cases (under a minute)")
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    parser.add_argument("--settle", type=int, default=SETTLE,
+                        help=f"rows before the after window (default {SETTLE:,})")
+    parser.add_argument("--min-effect", type=float, default=MIN_EFFECT,
+                        help=f"the reporter's effect floor (default {MIN_EFFECT})")
     args = parser.parse_args()
+    SETTLE, MIN_EFFECT = args.settle, args.min_effect
+    ROWS = DRIFT + SETTLE + WINDOW
     torch.set_num_threads(1)
     t0 = time.perf_counter()
     outcomes = []
@@ -579,11 +588,12 @@ def main() -> None:
           f"rows within 0.02 of the stream's last 1,000): median {float(np.median(adapted)):.0f}"
           f", 90th percentile {float(np.percentile(adapted, 90)):.0f}, max {max(adapted)}")
     print(f"settings: batch {BATCH}, drift row {DRIFT}, window {WINDOW}, settle {SETTLE}, "
-          f"alpha {ALPHA}, level {LEVEL}; {len(outcomes)} cases in "
+          f"alpha {ALPHA}, level {LEVEL}, min_effect {MIN_EFFECT}; {len(outcomes)} cases in "
           f"{time.perf_counter() - t0:.0f} s")
     if args.json:
         data = {"settings": {"batch": BATCH, "drift": DRIFT, "window": WINDOW,
                              "settle": SETTLE, "alpha": ALPHA, "level": LEVEL,
+                             "min_effect": MIN_EFFECT,
                              "raw_fraction": RAW_FRACTION},
                 "summary": summary,
                 "cases": [{"family": o.case.family, "name": o.case.name, "seed": o.case.seed,
