@@ -97,3 +97,36 @@ def test_wrong_width_raises_naming_x():
     fn = as_model_fn(model, schema=stream.schema, classes=stream.classes)
     with pytest.raises(ValueError, match=r"X must have shape \[n, 9\]"):
         fn(torch.zeros(2, 3))
+
+
+@pytest.mark.filterwarnings("ignore:(overflow|invalid value) encountered:RuntimeWarning")
+@pytest.mark.parametrize("one_class", [False, True])
+def test_naive_bayes_leaf_matches_river_on_extreme_rows(one_class):
+    """Rows whose log-densities are ``-inf`` or NaN (skipped by river), or finite but summing
+    past the float range (river's vote turns ``-inf``, its probabilities NaN) give river's
+    numbers, for a leaf with two classes and for a leaf that has seen one class only (whose
+    probability is 1 exactly while its vote is finite)."""
+    names = ["a", "b", "c"]
+    schema = Schema([Feature(k) for k in names])
+    model = tree.HoeffdingTreeClassifier(leaf_prediction="nb", grace_period=1000)
+    for i in range(60):  # small variances (~0.0025): huge finite terms are easy to reach
+        x = {"a": (i % 2) * 0.1, "b": (i % 3) * 0.05, "c": 1.0 + (i % 5) * 0.02}
+        model.learn_one(x, True if one_class else i % 4 == 0)
+    assert model.n_nodes == 1 and (len(model._root.stats) == 1) == one_class
+    fn = as_model_fn(model, schema=schema, classes=[False, True])
+    base = [0.05, 0.05, 1.04]
+    rows = [base]
+    for value in (5e152, -5e152, 2e152, 7e152, float("nan"), 3.0):
+        for cols in ([0], [1, 2], [0, 1, 2]):
+            rows.append([value if j in cols else v for j, v in enumerate(base)])
+    out = fn(torch.tensor(rows, dtype=torch.float64))
+    assert fn._tree is not None and bool(fn._tree.nb_one_class) == one_class
+    ref = np.array(
+        [[model.predict_proba_one(dict(zip(names, r))).get(c, 0.0) for c in (False, True)]
+         for r in rows]
+    )
+    assert np.isnan(ref).any()  # the overflowing votes are exercised
+    if one_class:  # 1 for the class seen wherever the vote stays finite
+        finite = ~np.isnan(ref).any(1)
+        assert finite.sum() > 10 and (ref[finite] == [0.0, 1.0]).all()
+    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-13, atol=1e-300)

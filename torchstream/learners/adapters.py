@@ -84,6 +84,8 @@ class RiverModelFn:
                     raise ValueError(
                         f"X must have shape [n, {self.schema.n_columns}], got {list(X.shape)}"
                     )
+                if X.dtype is torch.float64 and X.device.type == "cpu":
+                    return torch.from_numpy(tree.predict_proba(X.detach().numpy()))
                 cols = X.detach().to("cpu", torch.float64).numpy()
                 return torch.from_numpy(tree.predict_proba(cols)).to(X.device, X.dtype)
         rows = self.schema.decode(X)
@@ -145,7 +147,9 @@ class _CompiledTree:
     per-class Gaussian log-likelihoods of all rows, in the order river sums them (prior, then
     the features in the leaf's splitter order), normalised with log-sum-exp as river does.
     Arithmetic runs in float64 ``numpy`` with the same operations as river's per-row code
-    (``pow`` for the square), so the predictions equal ``predict_proba_one``'s.
+    (``pow`` for the square), so the predictions equal ``predict_proba_one``'s. A naive Bayes
+    leaf that has seen one class predicts it with probability ``exp(v - v) = 1`` and is a
+    constant row for every batch whose values are too small to overflow its vote ``v``.
     """
 
     def __init__(self) -> None:
@@ -154,6 +158,10 @@ class _CompiledTree:
         self.root: Any = None  # int (leaf) or (test index, left, right) nested tuples
         self.const: np.ndarray = np.zeros((0, 0))  # [n_leaves, n_out] constant leaf rows
         self.nb: dict[int, tuple[Any, ...]] = {}  # leaf -> naive Bayes parameters
+        # naive Bayes leaves that have seen one class: their constant row is that class's
+        # one-hot row, exact for every batch whose largest |x| is at most `one_class_safe`
+        self.nb_one_class: dict[int, tuple[Any, ...]] = {}
+        self.one_class_safe = math.inf
         self.n_leaves = 0
 
     @classmethod
@@ -190,7 +198,13 @@ class _CompiledTree:
             if naive:
                 params = self._naive_bayes(node, col, out, GaussianSplitter)
                 rows.append(const_row({}))  # river's prediction where no class has weight
-                if params:
+                one_class = params[-1] if params else None
+                if one_class is not None:
+                    bound, row, safe = one_class
+                    rows[-1] = row.tolist()
+                    self.nb_one_class[index] = params
+                    self.one_class_safe = min(self.one_class_safe, safe)
+                elif params:
                     self.nb[index] = params
             else:
                 rows.append(const_row(LeafMajorityClass.prediction(node, {})))
@@ -262,14 +276,39 @@ class _CompiledTree:
                         mu[i, j] = var.mean._mean
                         m2v[i, j] = -2.0 * variance
                         hlv[i, j] = 0.5 * math.log(variance)
-        active = np.array([stats[c] > 0 for c in order])
+        one_class = None
+        if n_c == 1:  # river: exp(v - v) = 1.0 wherever the vote v is finite, which holds
+            # while every term stays above -1e300 / (F + 1), i.e. for
+            # |x - mu| <= sqrt(2 var) sqrt(1e300 / (F + 1))
+            spread = np.sqrt(-np.where(use, m2v, -1.0)) * math.sqrt(1e300 / (n_f + 1))
+            bound = np.where(use, spread, math.inf)
+            row = np.zeros(len(out))
+            row[out[order[0]]] = 1.0
+            # |x| <= min(bound - |mu|) keeps every |x - mu| within its bound
+            safe = float(np.min(np.where(use, bound - np.abs(mu), math.inf), initial=math.inf))
+            one_class = (bound, row, safe)
+        # a class without a density for a feature (or without weight) gets a term of +0.0
+        m2v[~use] = math.inf
+        hlt = np.where(use, half_log_tau, 0.0)
+        twos = np.full((n_c, n_f), 2.0)  # an array exponent: numpy's pow, not a squaring
         cols = np.array([col[a] for a, _ in feats], dtype=np.int64)
         where = np.array([out[c] for c in order], dtype=np.int64)
-        return (cols, prior, use, mu, m2v, hlv, active, where, half_log_tau)
+        identity = bool(np.array_equal(where, np.arange(len(out))))
+        return (cols, prior, twos, mu, m2v, hlt, hlv, use, where, identity, one_class)
 
     def predict_proba(self, X: np.ndarray) -> np.ndarray:
         """Class probabilities ``[n, n_out]`` of the rows ``X [n, d]`` (float64)."""
         n = X.shape[0]
+        if n == 0:
+            return np.zeros((0, self.n_out))
+        nb = self.nb
+        if self.nb_one_class and not np.abs(X).max() <= self.one_class_safe:
+            nb = {**self.nb, **self.nb_one_class}  # rows far out (or NaN): river's arithmetic
+        if isinstance(self.root, int):  # a single leaf
+            params = nb.get(self.root)
+            if params is not None:
+                return self._nb_rows(X, params)
+            return np.repeat(self.const[self.root : self.root + 1], n, axis=0)
         passed = [X[:, c] <= v if op == "le" else X[:, c] == v for c, op, v in self.tests]
 
         def route(node: Any) -> Any:
@@ -278,30 +317,48 @@ class _CompiledTree:
             t, left, right = node
             return np.where(passed[t], route(left), route(right))
 
-        leaf = np.broadcast_to(np.asarray(route(self.root), dtype=np.int64), (n,))
+        leaf = route(self.root)  # [n] leaf index of every row
         proba = self.const[leaf]
-        for index, params in self.nb.items():
-            at = np.flatnonzero(leaf == index)
-            if at.size:
+        for index, params in nb.items():
+            mask = leaf == index
+            if mask.all():
+                return self._nb_rows(X, params)
+            if mask.any():
+                at = mask.nonzero()[0]
                 proba[at] = self._nb_rows(X[at], params)
         return proba
 
     def _nb_rows(self, X: np.ndarray, params: tuple[Any, ...]) -> np.ndarray:
-        cols, prior, use, mu, m2v, hlv, active, where, half_log_tau = params
-        n = X.shape[0]
+        """River's naive Bayes votes of a leaf, log-sum-exp normalised, for the rows ``X``.
+
+        A leaf that has seen one class only predicts it with probability 1 where its vote
+        cannot overflow. A feature a class has no density for adds ``+0.0`` here (infinite
+        ``-2 var``, zero constants), which leaves the sequential sum unchanged, so no mask is
+        needed; only where a vote is not finite (a log-density of ``-inf`` or NaN, which river
+        skips) are the votes summed again with the mask.
+        """
+        cols, prior, twos, mu, m2v, hlt, hlv, use, where, identity, one_class = params
         x = X[:, cols][:, None, :]  # [n, 1, F]
-        diff = x - mu
-        terms = np.power(diff, np.full(diff.shape, 2.0)) / m2v - half_log_tau - hlv
-        terms = np.where(use & (terms > -math.inf), terms, 0.0)  # [n, C, F]
-        votes = np.cumsum(
-            np.concatenate([np.broadcast_to(prior[:, None], (n, *prior.shape, 1)), terms], 2),
-            axis=2,
-        )[:, :, -1]
-        votes = np.where(active, votes, 0.0)
+        if one_class is not None and (np.abs(x - mu) <= one_class[0]).all():
+            return np.repeat(one_class[1][None, :], X.shape[0], axis=0)
+        if len(cols) == 0:
+            votes = np.repeat(prior[None, :], X.shape[0], axis=0)
+        else:
+            terms = np.power(x - mu, twos) / m2v - hlt - hlv  # [n, C, F], as river's log_pdf
+            terms[:, :, 0] += prior  # prior + first term, then the others in order
+            votes = np.cumsum(terms, axis=2)[:, :, -1]
+            if not np.isfinite(votes).all():
+                terms = np.power(x - mu, twos) / m2v - hlt - hlv
+                terms = np.where(use & (terms > -math.inf), terms, 0.0)
+                terms[:, :, 0] += prior
+                votes = np.cumsum(terms, axis=2)[:, :, -1]
         top = votes.max(1, keepdims=True)
         lse = top + np.log(np.cumsum(np.exp(votes - top), axis=1)[:, -1:])
-        rows = np.zeros((n, self.n_out))
-        rows[:, where] = np.exp(votes - lse)
+        proba = np.exp(votes - lse)
+        if identity:
+            return proba
+        rows = np.zeros((X.shape[0], self.n_out))
+        rows[:, where] = proba
         return rows
 
 
