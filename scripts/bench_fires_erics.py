@@ -4,7 +4,8 @@ One step is what FIRES / ERICS do per batch: ``head.learn(X, y)`` (``epochs=1``)
 ``head.feature_stats()`` (and ``param_stats()``). Measured for the closed-form ``ProbitHead``
 (float64) at ``d in {10, 100, 1000, 10000}`` and the Monte-Carlo ``MLPHead`` (float32,
 3 x 100 Softplus, L = 5) at ``d <= 1000``, for batch sizes ``B in {10, 100}``, on the CPU and
-on ``cuda`` when it is available (a message says so otherwise). The table gives the median
+on ``cuda`` when it is available (a message says so otherwise); then FIRES's whole ``learn`` step
+on the Probit head (checks, head, weights, selection of 10 features). The table gives the median
 milliseconds per step over ``--steps`` timed steps after ``--warmup`` untimed ones; on ``cuda``
 the device is synchronised before each clock reading.
 
@@ -24,6 +25,7 @@ import time
 import torch
 
 from torchstream.models.distributional import MLPHead, ProbitHead
+from torchstream.select import FIRES
 
 DIMS = (10, 100, 1000, 10000)
 BATCHES = (10, 100)
@@ -48,6 +50,24 @@ def time_head(make, d: int, B: int, device: torch.device, steps: int, warmup: in
         head.learn(X[t], y[t])
         head.feature_stats()
         head.param_stats()
+        _sync(device)
+        if t >= warmup:
+            times.append(1000.0 * (time.perf_counter() - start))
+    return statistics.median(times)
+
+
+def time_fires(d: int, B: int, device: torch.device, steps: int, warmup: int) -> float:
+    """Median milliseconds of one ``FIRES(ProbitHead(d), n_selected=10).learn(X, y)``: the
+    head's step, the input checks, the weights and the selection."""
+    fires = FIRES(ProbitHead(d, device=device), n_selected=10)
+    g = torch.Generator(device=device).manual_seed(0)
+    X = torch.randn(steps + warmup, B, d, generator=g, device=device, dtype=torch.float64)
+    y = (X[..., 0] > 0).long()
+    times = []
+    for t in range(steps + warmup):
+        _sync(device)
+        start = time.perf_counter()
+        fires.learn(X[t], y[t])
         _sync(device)
         if t >= warmup:
             times.append(1000.0 * (time.perf_counter() - start))
@@ -83,6 +103,10 @@ def main() -> None:
                 for B in BATCHES:
                     ms = time_head(make, d, B, device, args.steps, args.warmup)
                     print(f"{name:<11} {device.type:<6} {d:>6} {B:>4} {ms:>9.3f}", flush=True)
+        for d in DIMS:  # FIRES's whole step on the Probit head
+            for B in BATCHES:
+                ms = time_fires(d, B, device, args.steps, args.warmup)
+                print(f"{'FIRES':<11} {device.type:<6} {d:>6} {B:>4} {ms:>9.3f}", flush=True)
 
 
 if __name__ == "__main__":
