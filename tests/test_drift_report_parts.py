@@ -470,3 +470,32 @@ def test_pd_of_several_classes_shows_the_class_predicted_most():
         Z = rows.clone()
         Z[:, 0] = g_value
         assert pd == pytest.approx(float(model(Z)[:, 2].mean()))
+
+
+def test_single_rows_join_into_entries_of_a_hundredth_window():
+    # window 1,000: batches of one row join into entries of 10 rows, so the deque holds at most
+    # (2 window + settle) / 10 entries (+ the one being filled) whatever the batch size
+    def feed(rep: DriftReporter, rows: range) -> None:
+        for row in rows:
+            X = torch.tensor([[float(row % 7), 1.0]], dtype=torch.float64)
+            rep.on_batch(Batch(row, row, X, torch.zeros(1), torch.tensor([float(row % 3)]),
+                               None))
+
+    whole = DriftReporter([_Stub()], window=1000, settle=500, known_drifts=[2000])
+    assert whole.block == 10
+    feed(whole, range(4000))
+    assert len(whole._entries) <= (2 * 1000 + 500) // 10 + 1
+    assert all(e["end"] - e["start"] == 10 for e in list(whole._entries)[:-1])
+    (r,) = whole.reports
+    assert (r["rows_before"], r["rows_after"]) == (1000, 1000)  # the blocks meet the edges
+    # the mean squared error over the windows is that of every row (row % 3: 0, 1, 4)
+    want = sum(float(v % 3) ** 2 for v in range(1000, 2000)) / 1000
+    assert r["metric_before"] == pytest.approx(want)
+    # stopped inside a block and resumed: the same report
+    first = DriftReporter([_Stub()], window=1000, settle=500, known_drifts=[2000])
+    feed(first, range(2505))
+    again = DriftReporter([_Stub()], window=1000, settle=500, known_drifts=[2000])
+    again.load_state_dict(json.loads(json.dumps(first.state_dict())))
+    feed(again, range(2505, 4000))
+    strip = [{k: v for k, v in x.items() if k != "build_ms"} for x in again.reports]
+    assert strip == [{k: v for k, v in x.items() if k != "build_ms"} for x in whole.reports]

@@ -68,8 +68,10 @@ is the number of rows from ``r`` to the end of the first batch where the mean ov
 ``horizon`` rows after ``r`` (``recovered`` False then; None while followed).
 
 Memory: entries older than ``2 * window + settle`` rows behind the newest row are dropped (a
-pending report needs at most ``window`` rows before its alarm and ``settle + window`` after it);
-recovery keeps the last ``window // 4`` rows' metric sums.
+pending report needs at most ``window`` rows before its alarm and ``settle + window`` after it),
+and consecutive batches of fewer than ``window // 100`` rows join into one entry (its snapshot
+the last one), so a window holds at most about 100 entries whatever the batch size; recovery
+keeps the last ``window // 4`` rows' metric sums.
 """
 
 from __future__ import annotations
@@ -262,6 +264,8 @@ class DriftReporter(PluginBase):
         self.detector_names = [plugin_name(d, i) for i, d in enumerate(self.detectors)]
         self.pdp_names = [plugin_name(p, i) for i, p in enumerate(self.pdps)]
         self.recovery_rows = max(1, window // 4)
+        #: Rows one recorded entry covers at least (consecutive batches join up to it).
+        self.block = max(1, window // 100)
         self._reset()
 
     def _reset(self) -> None:
@@ -303,13 +307,24 @@ class DriftReporter(PluginBase):
         start, end = batch.start, batch.start + int(batch.X.shape[0])
         signal = self._signal(batch)
         metric = float(signal.sum())
-        self._entries.append({
-            "start": start, "end": end,
-            "snapshots": [e.importance.detach().to("cpu", torch.float64).tolist()
-                          for e in self.explainers],
-            "sums": X.sum(0).tolist(), "squares": (X * X).sum(0).tolist(),
-            "metric": metric, "metric_sq": float((signal * signal).sum()),
-        })
+        snapshots = [e.importance.detach().to("cpu", torch.float64).tolist()
+                     for e in self.explainers]
+        last = self._entries[-1] if self._entries else None
+        if last is not None and last["end"] == start and last["end"] - last["start"] < self.block:
+            # a short batch joins the entry before it: its snapshot is the block's last
+            last["end"] = end
+            last["snapshots"] = snapshots
+            last["sums"] = (torch.tensor(last["sums"], dtype=torch.float64) + X.sum(0)).tolist()
+            last["squares"] = (torch.tensor(last["squares"], dtype=torch.float64)
+                               + (X * X).sum(0)).tolist()
+            last["metric"] += metric
+            last["metric_sq"] += float((signal * signal).sum())
+        else:
+            self._entries.append({
+                "start": start, "end": end, "snapshots": snapshots,
+                "sums": X.sum(0).tolist(), "squares": (X * X).sum(0).tolist(),
+                "metric": metric, "metric_sq": float((signal * signal).sum()),
+            })
         self._record_where(end)
         if self.pd_rows:
             self._keep_rows(X)
