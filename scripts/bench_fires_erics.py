@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from collections.abc import Callable
 
 import torch
 
@@ -37,41 +38,46 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def time_head(make, d: int, B: int, device: torch.device, steps: int, warmup: int) -> float:
-    """Median milliseconds of ``learn`` + ``feature_stats`` + ``param_stats``."""
-    head = make(d, device)
-    g = torch.Generator(device=device).manual_seed(0)
-    X = torch.randn(steps + warmup, B, d, generator=g, device=device, dtype=head.dtype)
-    y = (X[..., 0] > 0).long()
+def _median_ms(step: Callable[[int], object], device: torch.device, steps: int,
+               warmup: int) -> float:
+    """Median milliseconds of ``step(t)`` over ``steps`` calls after ``warmup`` untimed ones."""
     times = []
     for t in range(steps + warmup):
         _sync(device)
         start = time.perf_counter()
-        head.learn(X[t], y[t])
-        head.feature_stats()
-        head.param_stats()
+        step(t)
         _sync(device)
         if t >= warmup:
             times.append(1000.0 * (time.perf_counter() - start))
     return statistics.median(times)
+
+
+def _rows(d: int, B: int, n: int, device: torch.device, dtype: torch.dtype
+          ) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator(device=device).manual_seed(0)
+    X = torch.randn(n, B, d, generator=g, device=device, dtype=dtype)
+    return X, (X[..., 0] > 0).long()
+
+
+def time_head(make, d: int, B: int, device: torch.device, steps: int, warmup: int) -> float:
+    """Median milliseconds of ``learn`` + ``feature_stats`` + ``param_stats``."""
+    head = make(d, device)
+    X, y = _rows(d, B, steps + warmup, device, head.dtype)
+
+    def step(t: int) -> None:
+        head.learn(X[t], y[t])
+        head.feature_stats()
+        head.param_stats()
+
+    return _median_ms(step, device, steps, warmup)
 
 
 def time_fires(d: int, B: int, device: torch.device, steps: int, warmup: int) -> float:
     """Median milliseconds of one ``FIRES(ProbitHead(d), n_selected=10).learn(X, y)``: the
     head's step, the input checks, the weights and the selection."""
     fires = FIRES(ProbitHead(d, device=device), n_selected=10)
-    g = torch.Generator(device=device).manual_seed(0)
-    X = torch.randn(steps + warmup, B, d, generator=g, device=device, dtype=torch.float64)
-    y = (X[..., 0] > 0).long()
-    times = []
-    for t in range(steps + warmup):
-        _sync(device)
-        start = time.perf_counter()
-        fires.learn(X[t], y[t])
-        _sync(device)
-        if t >= warmup:
-            times.append(1000.0 * (time.perf_counter() - start))
-    return statistics.median(times)
+    X, y = _rows(d, B, steps + warmup, device, torch.float64)
+    return _median_ms(lambda t: fires.learn(X[t], y[t]), device, steps, warmup)
 
 
 def main() -> None:
