@@ -26,7 +26,7 @@ def resumed_and_whole(
     torch.save(first.state_dict(), buf)
     buf.seek(0)
     resumed = make(123)
-    resumed.load_state_dict(torch.load(buf, weights_only=False))
+    resumed.load_state_dict(torch.load(buf, weights_only=True))
     for X, y in batches[split:]:
         resumed.explain(X, y)
     assert torch.equal(resumed.importance, whole.importance)

@@ -341,7 +341,7 @@ def test_checkpoint_resume_is_exact(reset):
     torch.save(det.state_dict(), buf)
     buf.seek(0)
     other = CDLEEDS(window=60, max_age=30, reset_on_drift=reset)
-    other.load_state_dict(torch.load(buf, weights_only=False))
+    other.load_state_dict(torch.load(buf, weights_only=True))
     twin = copy.deepcopy(det)
     for t in range(300, 700):
         for d in (det, other, twin):

@@ -349,7 +349,7 @@ def test_state_dict_resume_is_bit_exact(name):
     expected = continue_(a)
     for k, v in saved.items():  # the state is a snapshot, not a view of the live storage
         assert torch.equal(state[k], v) if isinstance(v, torch.Tensor) else state[k] == v
-    for loaded in (state, torch.load(io.BytesIO(buffer.getvalue()), weights_only=False)):
+    for loaded in (state, torch.load(io.BytesIO(buffer.getvalue()), weights_only=True)):
         b = make_storages(2)[name]  # a different seed: everything comes from the state
         b.load_state_dict(loaded)
         for x, y in zip(continue_(b), expected):

@@ -119,7 +119,7 @@ def test_compiled_checkpoint_resume_is_bit_exact(side_by_side):
     torch.save(first.state_dict(), buf)
     buf.seek(0)
     resumed = make(b, k, loss, dtype, True, seed=99)
-    resumed.load_state_dict(torch.load(buf, weights_only=False))
+    resumed.load_state_dict(torch.load(buf, weights_only=True))
     for X, y in batches[split:]:
         resumed.explain(X, y)
     assert resumed.compile_off_reason is None and resumed.compile_seconds > 0.0

@@ -720,7 +720,7 @@ def test_plugin_inside_prequential_logs_to_history():
     torch.save(first.state_dict(), buf)
     buf.seek(0)
     resumed, explainer = fresh_run()
-    resumed.load_state_dict(torch.load(buf, weights_only=False))
+    resumed.load_state_dict(torch.load(buf, weights_only=True))
     resumed.run()
     assert torch.equal(explainer.importance, isage.importance)
     assert torch.equal(explainer.y_empty, isage.y_empty)

@@ -405,7 +405,7 @@ def test_default_observational_explainer_resumes_and_checks_the_removal():
     buf.seek(0)
     interventional = IncrementalSAGE(regression_model, "mse", 4, seed=0)
     with pytest.raises(ValueError, match="state has"):
-        interventional.load_state_dict(torch.load(buf, weights_only=False))
+        interventional.load_state_dict(torch.load(buf, weights_only=True))
 
 
 def test_sampler_state_dict_round_trip():
@@ -415,7 +415,7 @@ def test_sampler_state_dict_round_trip():
     torch.save(sampler.state_dict(), buf)
     buf.seek(0)
     copy = ConditionalTreeSampler(3, grace_period=50, seed=99)
-    copy.load_state_dict(torch.load(buf, weights_only=False))
+    copy.load_state_dict(torch.load(buf, weights_only=True))
     more = step_rows(400, seed=13)
     feed(sampler, more, batch=40)
     feed(copy, more, batch=40)
