@@ -99,7 +99,7 @@ import torch
 from torchstream import OnlineLearner, Prequential
 from torchstream.base import PluginBase
 from torchstream.drift import ERICS
-from torchstream.evaluate.report import DriftReporter, Report
+from torchstream.evaluate.report import DriftReporter, Report, json_safe
 from torchstream.explain.ipfi import IncrementalPFI
 from torchstream.models import MLP
 from torchstream.models.distributional import ProbitHead
@@ -609,17 +609,7 @@ def main() -> None:
                            "reporter_seconds": o.reporter_seconds,
                            "report": o.report} for o in outcomes]}
         with open(args.json, "w", encoding="utf-8") as fh:
-            json.dump(_finite(data), fh, indent=2)
-
-
-def _finite(value: object) -> object:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, Mapping):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value
+            json.dump(json_safe(data), fh, indent=2)
 
 
 if __name__ == "__main__":

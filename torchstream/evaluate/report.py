@@ -113,7 +113,7 @@ from torchstream.evaluate.plugins import plugin_name
 from torchstream.explain.ipdp import IncrementalPDP
 from torchstream.typing import BatchView
 
-__all__ = ["Change", "Curve", "DriftReporter", "Region", "Report"]
+__all__ = ["Change", "Curve", "DriftReporter", "Region", "Report", "json_safe"]
 
 
 class _Explained(Protocol):

@@ -34,8 +34,6 @@ import argparse
 import time
 from collections.abc import Callable
 
-import numpy as np
-import pandas as pd
 import torch
 
 from torchstream.explain.ablation import ablation_test
@@ -50,7 +48,7 @@ from torchstream.explain.baselines import (
 )
 from torchstream.explain.local import LocalExplainer
 from torchstream.reproductions._comparison import Comparison, table
-from torchstream.streams import data_path
+from torchstream.reproductions._data import coded_table
 
 #: Shared data files this reproduction reads.
 DATA = ("adult.csv", "spambase.csv")
@@ -67,13 +65,8 @@ PAPER_DATA = ("spambase",)
 
 
 def load(name: str) -> tuple[torch.Tensor, torch.Tensor]:
-    frame = pd.read_csv(data_path(f"{name}.csv"))
-    target = "income" if name == "adult" else "class"
-    y = pd.factorize(frame.pop(target), sort=True)[0]
-    for col in frame.columns:
-        if not pd.api.types.is_numeric_dtype(frame[col]):
-            frame[col] = pd.factorize(frame[col], sort=True)[0]
-    X = torch.from_numpy(frame.to_numpy(dtype=np.float64))
+    values, y = coded_table(name, "income" if name == "adult" else "class")
+    X = torch.from_numpy(values)
     X = (X - X.mean(0)) / X.std(0).clamp_min(1e-12)
     return X, torch.as_tensor(y).long()
 

@@ -61,7 +61,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import torch
 from river import drift as river_drift
 from river import tree
@@ -77,8 +76,9 @@ from torchstream.explain.baselines import EWMABaseline
 from torchstream.learners import RiverLearner
 from torchstream.models.distributional import ProbitHead
 from torchstream.reproductions._comparison import Comparison
+from torchstream.reproductions._data import coded_table
 from torchstream.schema import Schema
-from torchstream.streams import SEA, Agrawal, data_path
+from torchstream.streams import SEA, Agrawal
 
 #: Shared data files this reproduction reads.
 DATA = ("electricity.csv", "adult.csv")
@@ -137,13 +137,7 @@ def synthetic(kind: str, n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor,
 def real(name: str, n: int | None, seed: int) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
     from sklearn.feature_selection import mutual_info_classif
 
-    frame = pd.read_csv(data_path(f"{name}.csv"))
-    target = "class" if name == "electricity" else "income"
-    y = pd.factorize(frame.pop(target), sort=True)[0]
-    for col in frame.columns:
-        if not pd.api.types.is_numeric_dtype(frame[col]):
-            frame[col] = pd.factorize(frame[col], sort=True)[0]
-    X = frame.to_numpy(dtype=np.float64)
+    X, y = coded_table(name, "class" if name == "electricity" else "income")
     if n is not None:
         X, y = X[:n], y[:n]
     X = minmax(torch.from_numpy(X)).numpy()

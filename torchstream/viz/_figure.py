@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-__all__ = ["agg_figure", "new_figure"]
+__all__ = ["agg_figure", "finish_figure", "new_figure"]
 
 
 def agg_figure(size: tuple[float, float] | None = None) -> Figure:
@@ -24,3 +24,11 @@ def new_figure(path: str | os.PathLike[str] | None) -> Figure:
     if path is None:
         return plt.figure()
     return agg_figure()
+
+
+def finish_figure(fig: Figure, path: str | os.PathLike[str] | None) -> Figure:
+    """Lay ``fig`` out tightly, save it as PNG when ``path`` is given, and return it."""
+    fig.tight_layout()
+    if path is not None:
+        fig.savefig(os.fspath(path), format="png")
+    return fig

@@ -34,7 +34,7 @@ from matplotlib.lines import Line2D
 
 from torchstream.evaluate.measures.detection import observation_index
 from torchstream.select.stability import selection_matrix
-from torchstream.viz._figure import agg_figure
+from torchstream.viz._figure import agg_figure, finish_figure
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -64,11 +64,6 @@ SMOOTH_STEPS = 10
 
 
 
-def _finish(fig: Figure, path: PathLike) -> Figure:
-    fig.tight_layout()
-    if path is not None:
-        fig.savefig(os.fspath(path), format="png")
-    return fig
 
 
 def _drift_bounds(drift: Any, name: str) -> tuple[int, int]:
@@ -212,7 +207,7 @@ def plot_metric_over_time(
             loc="upper left",
             bbox_to_anchor=(1.01, 1.0),
         )
-    return _finish(fig, path)
+    return finish_figure(fig, path)
 
 
 def plot_detections(
@@ -240,7 +235,7 @@ def plot_detections(
     ax.set_ylim(-0.5, len(names) - 0.5)
     ax.set_xlim(0, n_total)
     ax.set_xlabel("observation")
-    return _finish(fig, path)
+    return finish_figure(fig, path)
 
 
 def _selection_mask(selections: Any, n_features: int | None) -> np.ndarray:
@@ -275,7 +270,7 @@ def plot_selected_features(
     ax.set_xlabel("time step")
     ax.set_ylabel("selected feature")
     ax.set_ylim(-0.5, Z.shape[1] - 0.5)
-    return _finish(fig, path)
+    return finish_figure(fig, path)
 
 
 def _names(feature_names: Sequence[str] | None, m: int) -> list[str]:
@@ -322,7 +317,7 @@ def plot_selection_frequency(
     ax.set_xticks(np.arange(cols.size) + 0.4 - w / 2, [names[j] for j in cols], rotation=90)
     ax.set_ylabel("selection frequency")
     ax.legend(fontsize="small")
-    return _finish(fig, path)
+    return finish_figure(fig, path)
 
 
 def plot_feature_weights(
@@ -366,7 +361,7 @@ def plot_feature_weights(
     ax.set_xticks(np.arange(cols.size) + 0.4 - w / 2, [names[j] for j in cols], rotation=90)
     ax.set_ylabel("feature weight")
     ax.legend(fontsize="small")
-    return _finish(fig, path)
+    return finish_figure(fig, path)
 
 
 UNIT_MEASURES = ("accuracy", "f1", "precision", "recall", "kappa")
@@ -501,4 +496,4 @@ def plot_spider(
     ax.set_rlabel_position(180.0 / n_meas)  # radial ticks between the first two axes
     ax.set_ylim(0, 1)
     ax.legend(loc="upper right", bbox_to_anchor=(1.25, 1.1), fontsize="small")
-    return _finish(fig, path)
+    return finish_figure(fig, path)

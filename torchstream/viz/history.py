@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from torchstream.sinks.history import History, _figsize
-from torchstream.viz._figure import new_figure
+from torchstream.viz._figure import finish_figure, new_figure
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -28,10 +28,7 @@ def plot_history(
     fig = new_figure(path)
     n_charts = len(history.draw_charts(fig, tags))
     fig.set_size_inches(*_figsize(n_charts))
-    fig.tight_layout()
-    if path is not None:
-        fig.savefig(os.fspath(path), format="png")
-    return fig
+    return finish_figure(fig, path)
 
 
 
@@ -74,7 +71,4 @@ def plot_importance(
             a.axvline(p, color="orange", ls=":", lw=0.8)
     ax.legend(fontsize="small", ncol=2)
     fig.set_size_inches(8, 2.5 * n + 1)
-    fig.tight_layout()
-    if path is not None:
-        fig.savefig(os.fspath(path), format="png")
-    return fig
+    return finish_figure(fig, path)

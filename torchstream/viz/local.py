@@ -11,7 +11,7 @@ from matplotlib import colormaps, patches
 import torch
 
 from torchstream.explain._base import feature_names_for
-from torchstream.viz._figure import new_figure
+from torchstream.viz._figure import finish_figure, new_figure
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -70,10 +70,7 @@ def plot_neighbourhoods(
     n_flag = int(detector.leaf_change.sum())
     ax.set_title(f"{detector.n_leaves} neighbourhoods, {n_flag} with local change")
     fig.set_size_inches(5, 5)
-    fig.tight_layout()
-    if path is not None:
-        fig.savefig(os.fspath(path), format="png")
-    return fig
+    return finish_figure(fig, path)
 
 
 def plot_attributions(
@@ -98,7 +95,4 @@ def plot_attributions(
     ax.set_ylabel("monitored observation")
     fig.colorbar(im, ax=ax, label="attribution")
     fig.set_size_inches(max(4, 0.3 * len(names) + 2), max(3, 0.08 * A.shape[0] + 2))
-    fig.tight_layout()
-    if path is not None:
-        fig.savefig(os.fspath(path), format="png")
-    return fig
+    return finish_figure(fig, path)

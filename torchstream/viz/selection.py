@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from torchstream.viz._figure import agg_figure
+from torchstream.viz._figure import agg_figure, finish_figure
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -38,11 +38,6 @@ def _history(history: Any) -> Mapping[str, Any]:
 
 
 
-def _save(fig: Figure, path: str | os.PathLike[str] | None) -> Figure:
-    fig.tight_layout()
-    if path is not None:
-        fig.savefig(os.fspath(path), format="png")
-    return fig
 
 
 def plot_fires_weights(
@@ -76,7 +71,7 @@ def plot_fires_weights(
     ax.set_ylabel("FIRES weight")
     ax.legend(fontsize="small", ncol=2)
     fig.set_size_inches(8, 3.5)
-    return _save(fig, path)
+    return finish_figure(fig, path)
 
 
 def plot_selection_heatmap(history: Any, *, path: str | os.PathLike[str] | None = None) -> Figure:
@@ -106,7 +101,7 @@ def plot_selection_heatmap(history: Any, *, path: str | os.PathLike[str] | None 
     ax.set_ylabel("feature")
     ax.set_title("selected features (black)")
     fig.set_size_inches(8, max(2.5, min(10.0, 0.2 * d + 1)))
-    return _save(fig, path)
+    return finish_figure(fig, path)
 
 
 def plot_erics(
@@ -146,4 +141,4 @@ def plot_erics(
             if steps[0] <= t <= steps[-1]:
                 a.axvline(t, color="red", ls=":", lw=0.8)
     fig.set_size_inches(8, 2.2 * n + 1)
-    return _save(fig, path)
+    return finish_figure(fig, path)
