@@ -276,6 +276,7 @@ class DriftReporter(PluginBase):
         self._pending: list[_Pending] = []
         self._recovering: list[_Built] = []
         self._recent: deque[tuple[int, float]] = deque()  # (rows, metric sum) of recent batches
+        self._recent_rows, self._recent_sum = 0, 0.0  # their totals
         self._partial: list[tuple[int, str, str]] = []  # (row, detector, feature)
         self._regions: list[Region] = []
         self._seen_alerts = [0] * len(self.detectors)
@@ -489,11 +490,15 @@ class DriftReporter(PluginBase):
         """Update the mean metric of the last ``recovery_rows`` rows and settle the recovery
         of every alarm followed (pending or built)."""
         self._recent.append((rows, metric))
+        self._recent_rows += rows
+        self._recent_sum += metric
         m = self.recovery_rows
-        while sum(r for r, _ in self._recent) - self._recent[0][0] >= m:
-            self._recent.popleft()
-        n_recent = sum(r for r, _ in self._recent)
-        recent = sum(s for _, s in self._recent) / n_recent
+        while self._recent_rows - self._recent[0][0] >= m:  # running totals: O(1) a batch
+            old_rows, old_sum = self._recent.popleft()
+            self._recent_rows -= old_rows
+            self._recent_sum -= old_sum
+        n_recent = self._recent_rows
+        recent = self._recent_sum / n_recent
         for pending in self._pending:
             if pending["recovered"] is None:
                 self._settle(pending, recent, end - n_recent, end)
@@ -691,6 +696,7 @@ class DriftReporter(PluginBase):
             "pending": json.loads(json.dumps(json_safe(self._pending))),
             "recovering": json.loads(json.dumps(json_safe(self._recovering))),
             "recent": [list(r) for r in self._recent],
+            "recent_totals": [self._recent_rows, self._recent_sum],
             "partial": [list(p) for p in self._partial],
             "regions": json.loads(json.dumps(json_safe(self._regions))),
             "seen_alerts": list(self._seen_alerts),
@@ -714,6 +720,10 @@ class DriftReporter(PluginBase):
         self._pending = [cast(_Pending, nan_back(p)) for p in state["pending"]]  # type: ignore[attr-defined]
         self._recovering = [cast(_Built, nan_back(r)) for r in state["recovering"]]  # type: ignore[attr-defined]
         self._recent = deque((int(n), float(s)) for n, s in state["recent"])  # type: ignore[attr-defined]
+        totals = state.get("recent_totals")
+        if totals is None:  # a state saved before the totals were kept
+            totals = [sum(n for n, _ in self._recent), sum(v for _, v in self._recent)]
+        self._recent_rows, self._recent_sum = int(totals[0]), float(totals[1])  # type: ignore[index]
         self._partial = [(int(r), str(d), str(f)) for r, d, f in state["partial"]]  # type: ignore[attr-defined]
         self._regions = [cast(Region, nan_back(r)) for r in state["regions"]]  # type: ignore[attr-defined]
         self._seen_alerts = [int(s) for s in seen]
