@@ -264,8 +264,8 @@ class LossExplainer(ExplainerBase, PluginBase):
     # ------------------------------------------------------------------ results
     @property
     def importance(self) -> torch.Tensor:
-        """The debiased importance ``[d]`` (``[G]`` with ``feature_groups``; raw / (1 - (1 - alpha)^n); zeros before the first
-        explained row)."""
+        """The debiased importance ``[d]`` (``[G]`` with ``feature_groups``;
+        raw / (1 - (1 - alpha)^n); zeros before the first explained row)."""
         return self.smoother.debiased.clone()
 
     @property

@@ -19,8 +19,6 @@ References
 
 from __future__ import annotations
 
-import time
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
@@ -33,6 +31,7 @@ from torchstream.explain._base import (
     LossExplainer,
     _acc_dtype,
 )
+from torchstream.explain._compiled import CompiledPath
 from torchstream.explain._fused import StepConfig, StepResult, compiled_step
 from torchstream.explain.storage._common import _Reservoir
 from torchstream.losses import LossFn
@@ -41,7 +40,7 @@ from torchstream.typing import ModelFn, Storage
 __all__ = ["IncrementalPFI"]
 
 
-class IncrementalPFI(LossExplainer):
+class IncrementalPFI(CompiledPath, LossExplainer):
     r"""Incremental permutation feature importance [PFI]_ for a model on a data stream.
 
     Algorithm (one call of :meth:`explain` with a batch of ``B`` rows; ``B = 1`` is Alg. 1 of
@@ -190,16 +189,10 @@ class IncrementalPFI(LossExplainer):
         )
         self._plan_key: tuple[Any, ...] | None = None
         self._plan_cache: tuple[torch.Tensor, torch.Tensor, torch.Tensor]
-        #: Whether batches run as one compiled function (see ``compile``).
-        self.compile = bool(compile)
-        #: Seconds spent compiling (the first call of each batch shape); 0 before.
-        self.compile_seconds = 0.0
+        self._init_compiled(compile)
         self._step_fn: Callable[..., StepResult] | None = None
-        self._compiled_keys: set[tuple[Any, ...]] = set()
         self._fused_plans: dict[tuple[Any, ...], tuple[torch.Tensor, ...]] = {}
         self._rn: torch.Tensor | None = None  # (1 - alpha)^n, an input of the compiled step
-        #: Why the compiled path is off (None: on, or not asked for).
-        self.compile_off_reason: str | None = None
         if self.compile and chunk_size is not None:
             self._compile_off("chunk_size is set (the compiled step evaluates a batch in one call)")
 
@@ -302,39 +295,11 @@ class IncrementalPFI(LossExplainer):
 
     # ------------------------------------------------------------------ compiled path
     def _explain(self, X: torch.Tensor, y: torch.Tensor, model_fn: ModelFn) -> None:
-        if self.compile and self.compile_off_reason is None:
+        if self._compiled_on:
             module = self._module_of(model_fn)
             if module is not None and self._fused_explain(X, y, module):
                 return
         super()._explain(X, y, model_fn)
-
-    def _compile_off(self, reason: str) -> None:
-        """Turn the compiled path off for good, saying why (once)."""
-        self.compile_off_reason = reason
-        warnings.warn(
-            f"IncrementalPFI(compile=True): {reason}; the eager path runs instead",
-            RuntimeWarning,
-            stacklevel=4,
-        )
-
-    def _module_of(self, model_fn: ModelFn) -> nn.Module | None:
-        """The torch module computing ``model_fn``: a learner's ``network`` (its whole
-        prediction: input scaling, module, output; fetched every batch so that it follows the
-        learner), or ``model_fn`` itself; None (and the compiled path off) for anything else."""
-        if isinstance(getattr(type(model_fn), "network", None), property):
-            try:
-                network = model_fn.network  # type: ignore[attr-defined]
-            except RuntimeError:  # no module built yet: this batch runs eagerly
-                return None
-            if isinstance(network, nn.Module):
-                return network
-        if isinstance(model_fn, nn.Module):
-            return model_fn
-        self._compile_off(
-            f"the model ({type(model_fn).__name__}) is not a torch module and has no "
-            f"'network' module"
-        )
-        return None
 
     def _step_config(self, b: int, dtype: torch.dtype) -> StepConfig:
         name = self.loss_name
@@ -386,7 +351,7 @@ class IncrementalPFI(LossExplainer):
         cfg = self._step_config(b, acc)
         feat, draws, member = self._fused_plan(b, X)
         n = b * self.n_explained_features * self.n_samples
-        saved = [(g, g.get_state()) for g in self._generators()]
+        saved = self._save_generators(self._generators())
         storage = self.storage
         data = getattr(storage, "_data", None) if isinstance(storage, _Reservoir) else None
         try:
@@ -395,8 +360,7 @@ class IncrementalPFI(LossExplainer):
             else:
                 source, idx = self._sample_rows(n, X), draws
         except BaseException:
-            for g, state in saved:
-                g.set_state(state)
+            self._restore_generators(saved)
             raise
         if self._rn is None or self._rn.device != smoother.raw.device:
             self._rn = torch.zeros((), dtype=smoother.raw.dtype, device=smoother.raw.device)
@@ -409,25 +373,15 @@ class IncrementalPFI(LossExplainer):
         key = (b, X.dtype, y.dtype, X.device, tuple(source.shape), source.dtype, cfg.ema)
         if self._step_fn is None:
             self._step_fn = compiled_step()
-        start = time.perf_counter()
-        try:
-            with torch.no_grad():
-                res = self._step_fn(
-                    module, X, y, source, idx, feat, None if self.groups is None else member,
-                    smoother.raw, smoother.sq_dev, rn, plan, cfg,
-                )
-            ok = bool(res.ok)
-        except Exception as exc:  # no compiler, an unsupported model or platform
-            for g, state in saved:
-                g.set_state(state)
-            self._compile_off(f"torch.compile failed ({type(exc).__name__}: {exc})")
+        step_fn = self._step_fn
+        res = self._call_compiled(key, lambda: step_fn(
+            module, X, y, source, idx, feat, None if self.groups is None else member,
+            smoother.raw, smoother.sq_dev, rn, plan, cfg,
+        ), saved)
+        if res is None:
             return False
-        if key not in self._compiled_keys:
-            self._compiled_keys.add(key)
-            self.compile_seconds += time.perf_counter() - start
-        if not ok:  # redo the batch eagerly: it raises the usual error naming the row
-            for g, state in saved:
-                g.set_state(state)
+        if not bool(res.ok):  # redo the batch eagerly: it raises the usual error naming the row
+            self._restore_generators(saved)
             return False
         if cfg.ema:
             smoother.raw, smoother.sq_dev = res.raw, res.sq_dev
