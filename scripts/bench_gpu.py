@@ -14,9 +14,9 @@ Workloads (seeded; the same computation on each device):
 * FIRES + ERICS on a Probit head and on an MLP head (100-100-100, 5 Monte Carlo draws,
   ``sigma_init = 0.01``) at d = 1,000 and d = 10,000, B = 100.
 
-With ``--compile`` the explainers' and the learner's model is also run through
-``torch.compile`` (rows marked ``compiled``; CUDA only, the compile time is excluded and
-reported).
+With ``--compile`` the explainers and the learner also run with ``compile=True`` (their whole
+step as one ``torch.compile``d function; rows marked ``compile=True``, on both devices; the
+one-off compile time is excluded from the timing and reported as ``compile_s``).
 
 CPU timings use one torch thread (``--cpu-threads``), CUDA timings synchronise before reading
 the clock; the table gives the median milliseconds per step over ``--repeats`` runs of
@@ -69,15 +69,6 @@ def _mlp(d: int, k: int, device: torch.device, width: int = 128) -> torch.nn.Mod
     return MLP(d, k, hidden=hidden).to(device).eval()
 
 
-def _compiled(model: torch.nn.Module, compile_: bool, notes: dict[str, float]) -> torch.nn.Module:
-    if not compile_:
-        return model
-    t0 = time.perf_counter()
-    compiled = torch.compile(model, dynamic=False)
-    notes["compile_s"] = time.perf_counter() - t0  # lazy: the first calls compile, see warm-up
-    return compiled  # type: ignore[return-value]
-
-
 def _batch(d: int, k: int, batch: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
     g = torch.Generator().manual_seed(0)
     X = torch.randn(batch, d, generator=g).to(device)
@@ -88,28 +79,40 @@ def _batch(d: int, k: int, batch: int, device: torch.device) -> tuple[torch.Tens
 def explainer(kind: str, d: int = 100, k: int = 10, batch: int = 256, width: int = 128
               ) -> Workload:
     def setup(device: torch.device, compile_: bool) -> Setup:
-        notes: dict[str, float] = {}
-        model = _compiled(_mlp(d, k, device, width), compile_, notes)
+        probs = torch.nn.Sequential(_mlp(d, k, device, width), torch.nn.Softmax(dim=1))
         seen = [0]
-
-        def model_fn(Z: torch.Tensor) -> torch.Tensor:
-            seen[0] += Z.shape[0]
-            return torch.softmax(model(Z), dim=1)
-
+        if not compile_:  # rows counted on the eager path (a hook would not trace)
+            probs.register_forward_pre_hook(lambda _, args: seen.__setitem__(
+                0, seen[0] + args[0].shape[0]))
         X, y = _batch(d, k, batch, device)
         if kind == "ipdp":
-            pdp = IncrementalPDP(lambda Z: model_fn(Z)[:, 0], 0, alpha=0.01, grid_size=20,
-                                 n_ice=20, seed=0)
+            pdp = IncrementalPDP(probs, 0, alpha=0.01, grid_size=20, n_ice=20, output_index=0,
+                                 seed=0, **({"compile": True} if compile_ else {}))
             run: Step = lambda: pdp.explain(X)  # noqa: E731
+            exp: object = pdp
         else:
             cls = IncrementalPFI if kind == "ipfi" else IncrementalSAGE
-            exp = cls(model_fn, "cross_entropy", d, alpha=0.01, storage_size=1000, seed=0)
-            run = lambda: exp.explain(X, y)  # noqa: E731
-        run()  # fill the storage
-        seen[0] = 0
-        run()
-        return Setup(run, seen[0], notes)
+            loss = cls(probs, "cross_entropy", d, alpha=0.01, storage_size=1000, seed=0,
+                       **({"compile": True} if compile_ else {}))
+            run = lambda: loss.explain(X, y)  # noqa: E731
+            exp = loss
+        with torch.no_grad():
+            run()  # fill the storage
+            seen[0] = 0
+            run()
+            run()  # compile=True: the first explained batch runs eagerly, this one compiles
+        return Setup(run, seen[0] // 2, _compile_notes(exp))
     return setup
+
+
+def _compile_notes(obj: object) -> dict[str, float]:
+    """``compile_s`` of an object built with ``compile=True``; an error if its path is off."""
+    if not getattr(obj, "compile", False):
+        return {}
+    reason = getattr(obj, "compile_off_reason", None)
+    if reason:
+        raise RuntimeError(f"compile=True is off: {reason}")
+    return {"compile_s": round(float(getattr(obj, "compile_seconds", 0.0)), 2)}
 
 
 def floor(kind: str, d: int = 100, k: int = 10, batch: int = 256, width: int = 128
@@ -117,33 +120,33 @@ def floor(kind: str, d: int = 100, k: int = 10, batch: int = 256, width: int = 1
     """The bare model calls of one ``kind`` step: one forward pass over as many rows."""
     def setup(device: torch.device, compile_: bool) -> Setup:
         rows = explainer(kind, d, k, batch, width)(device, False).model_rows
-        notes: dict[str, float] = {}
-        model = _compiled(_mlp(d, k, device, width), compile_, notes)
+        model = _mlp(d, k, device, width)
         Z = torch.randn(rows, d, generator=torch.Generator().manual_seed(1)).to(device)
 
         @torch.no_grad()
         def step() -> None:
             torch.softmax(model(Z), dim=1)
-        return Setup(step, rows, notes)
+        return Setup(step, rows)
     return setup
 
 
 def training(d: int = 100, k: int = 10, batch: int = 256) -> Workload:
     def setup(device: torch.device, compile_: bool) -> Setup:
-        notes: dict[str, float] = {}
-
         def factory(n: int, c: int) -> torch.nn.Module:
             torch.manual_seed(0)
-            return _compiled(MLP(n, c, hidden=(128, 128)), compile_, notes)
+            return MLP(n, c, hidden=(128, 128))
 
         learner = OnlineLearner(factory, lr=1e-3, device=str(device), seed=0,
-                                classes=list(range(k)))
+                                classes=list(range(k)),
+                                **({"compile": True} if compile_ else {}))
         X, y = _batch(d, k, batch, device)
 
         def step() -> None:
-            learner(X)
+            with torch.no_grad():
+                learner(X)
             learner.learn(X, y)
-        return Setup(step, batch, notes)
+        step()  # compile=True: the first calls compile
+        return Setup(step, batch, _compile_notes(learner))
     return setup
 
 
@@ -175,11 +178,11 @@ def fires_erics(head: str, d: int, batch: int = 100) -> Workload:
 #: would take seconds per step and is left out.
 WORKLOADS: dict[str, tuple[Workload, bool, bool]] = {
     "iPFI  MLP d=100 K=10 B=256": (explainer("ipfi"), True, False),
-    "  floor (model calls of iPFI)": (floor("ipfi"), True, False),
+    "  floor (model calls of iPFI)": (floor("ipfi"), False, False),
     "iSAGE MLP d=100 K=10 B=256": (explainer("isage"), True, False),
-    "  floor (model calls of iSAGE)": (floor("isage"), True, False),
+    "  floor (model calls of iSAGE)": (floor("isage"), False, False),
     "iPDP  MLP d=100 K=10 B=256": (explainer("ipdp"), True, False),
-    "  floor (model calls of iPDP)": (floor("ipdp"), True, False),
+    "  floor (model calls of iPDP)": (floor("ipdp"), False, False),
     "iPFI  MLP-1024 d=100 K=10 B=256": (explainer("ipfi", width=1024), False, True),
     "  floor (model calls of iPFI-1024)": (floor("ipfi", width=1024), False, True),
     "iSAGE MLP-1024 d=100 K=10 B=256": (explainer("isage", width=1024), False, True),
@@ -251,7 +254,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--compile", action="store_true",
-                        help="also time the explainers and training with torch.compile (CUDA)")
+                        help="also time the explainers and training with compile=True")
     parser.add_argument("--only", help="run only the workloads whose name contains this text")
     parser.add_argument("--json", type=Path, help="write the numbers and the sync sites here")
     parser.add_argument("--profile", type=Path,
@@ -276,26 +279,29 @@ def main() -> None:
         cols += f"{'CUDA ms':>10}{'CPU/CUDA':>10}{'syncs':>7}"
     print(cols)
     results: list[dict[str, object]] = []
-    variants = [False, True] if (args.compile and cuda) else [False]
+    variants = [False, True] if args.compile else [False]
     for name, (workload, compilable, cuda_only) in WORKLOADS.items():
         if args.only and args.only not in name or (cuda_only and not cuda):
             continue
         for compile_ in variants:
             if compile_ and not compilable:
                 continue
-            label = name + (" compiled" if compile_ else "")
+            label = name + (" compile=True" if compile_ else "")
             row: dict[str, object] = {"workload": label}
             try:
                 per_device = []
                 for dev in devices:
-                    if (compile_ or cuda_only) and dev.type == "cpu":
+                    if cuda_only and dev.type == "cpu":
                         per_device.append(float("nan"))
                         continue
                     setup = workload(dev, compile_)
                     t0 = time.perf_counter()
                     per_device.append(time_ms(setup.step, dev, args.steps, args.repeats))
                     row[f"{dev.type}_setup_and_time_s"] = round(time.perf_counter() - t0, 2)
-                    row["model_rows_per_step"] = setup.model_rows
+                    if setup.model_rows:  # counted on the eager path only
+                        row["model_rows_per_step"] = setup.model_rows
+                    for note, value in setup.notes.items():
+                        row[f"{dev.type}_{note}"] = value
                     if dev.type == "cuda":
                         where = count_syncs(setup.step)
                         row["syncs_per_step"] = sum(where.values())
@@ -312,17 +318,23 @@ def main() -> None:
             print(line, flush=True)
             results.append(row)
     by = {r["workload"]: r for r in results}
+    print("\nexplainer / floor (overhead over its bare model calls, same device):")
+    for kind, name in (("iPFI", "iPFI  MLP d=100 K=10 B=256"),
+                       ("iSAGE", "iSAGE MLP d=100 K=10 B=256"),
+                       ("iPDP", "iPDP  MLP d=100 K=10 B=256"),
+                       ("iPFI-1024", "iPFI  MLP-1024 d=100 K=10 B=256"),
+                       ("iSAGE-1024", "iSAGE MLP-1024 d=100 K=10 B=256")):
+        fl = by.get(f"  floor (model calls of {kind})", {})
+        for label in (name, name + " compile=True"):
+            exp = by.get(label, {})
+            ms = [(dev.type, exp.get(f"{dev.type}_ms"), fl.get(f"{dev.type}_ms"))
+                  for dev in devices]
+            ratios = [f"{dev} {float(e) / float(f):.2f}x" for dev, e, f in ms  # type: ignore
+                      if e is not None and f is not None and e == e]  # not NaN
+            if ratios:
+                print(f"  {kind + label[len(name):]:<24}{', '.join(ratios)}"
+                      f"  ({by[name].get('model_rows_per_step')} model rows/step)")
     if cuda:
-        print("\nexplainer / floor on CUDA (overhead over its bare model calls):")
-        for kind, name in (("iPFI", "iPFI  MLP d=100 K=10 B=256"),
-                           ("iSAGE", "iSAGE MLP d=100 K=10 B=256"),
-                           ("iPDP", "iPDP  MLP d=100 K=10 B=256"),
-                           ("iPFI-1024", "iPFI  MLP-1024 d=100 K=10 B=256"),
-                           ("iSAGE-1024", "iSAGE MLP-1024 d=100 K=10 B=256")):
-            exp, fl = by.get(name, {}), by.get(f"  floor (model calls of {kind})", {})
-            if "cuda_ms" in exp and "cuda_ms" in fl:
-                ratio = float(exp["cuda_ms"]) / float(fl["cuda_ms"])  # type: ignore[arg-type]
-                print(f"  {kind:<11}{ratio:6.2f}x  ({exp['model_rows_per_step']} model rows/step)")
         print("\nsync sites (one step, by package line):")
         for r in results:
             for site, n in dict(r.get("sync_sites", {})).items():  # type: ignore[call-overload]

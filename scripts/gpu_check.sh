@@ -10,7 +10,8 @@
 # 2. runs every CUDA test of the suite (`pytest -m cuda`: tests/test_cuda.py and the tests
 #    whose name says cuda);
 # 3. runs scripts/bench_gpu.py (CPU against CUDA in the same run, host-device syncs per step),
-#    then the torch.compile variants of iSAGE and training.
+#    then the compile=True variants of the explainers (iPFI, iSAGE, iPDP) and of training,
+#    on both devices.
 #
 # Everything printed is also written to OUTPUT_DIR (default: $OUT, else gpu-check/).
 set -u
@@ -45,10 +46,11 @@ timeout "${BENCH_TIMEOUT:-300}" "$py" scripts/bench_gpu.py --steps "${STEPS:-30}
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 
 if [ "${COMPILE:-1}" = 1 ]; then
-    for only in "iSAGE" "train"; do
-        timeout "${COMPILE_TIMEOUT:-120}" "$py" scripts/bench_gpu.py --compile --only "$only" \
-            --steps "${STEPS:-30}" --repeats 3 --json "$out/bench_compile_$only.json" 2>&1 \
-            | tee "$out/bench_compile_$only.txt"
+    for only in "MLP d=100" "train"; do
+        name=${only// /_}
+        timeout "${COMPILE_TIMEOUT:-240}" "$py" scripts/bench_gpu.py --compile --only "$only" \
+            --steps "${STEPS:-30}" --repeats 3 --json "$out/bench_compile_${name//=/}.json" 2>&1 \
+            | tee "$out/bench_compile_${name//=/}.txt"
     done
 fi
 exit $status
