@@ -10,6 +10,7 @@ restores the explainer's random generators when a batch has to be redone eagerly
 from __future__ import annotations
 
 import time
+import types
 import warnings
 from collections.abc import Callable, Hashable, Iterable
 from typing import TypeVar
@@ -19,10 +20,21 @@ from torch import nn
 
 from torchstream.typing import ModelFn
 
-__all__ = ["CompiledPath"]
+__all__ = ["CompiledPath", "compile_private"]
 
 R = TypeVar("R")
+F = TypeVar("F", bound=Callable[..., object])
 Saved = tuple[tuple[torch.Generator, torch.Tensor], ...]
+
+
+def compile_private(fn: F) -> F:
+    """``fn`` compiled with ``torch.compile(dynamic=False, fullgraph=True)``, on a private copy
+    of it (its own code object: the compiled graphs of one explainer, one per batch shape, do
+    not count against another's recompile limit)."""
+    copy = types.FunctionType(fn.__code__.replace(), fn.__globals__, fn.__name__,
+                              fn.__defaults__)
+    compiled: F = torch.compile(copy, dynamic=False, fullgraph=True)  # type: ignore[assignment]
+    return compiled
 
 
 class CompiledPath:

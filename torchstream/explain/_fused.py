@@ -12,9 +12,10 @@ them, so both paths give the same estimates under a fixed seed.
 
 :func:`compiled_step` wraps a private copy of :func:`ipfi_step` (its own code object, hence its
 own cache of compiled graphs: one per batch shape) in ``torch.compile(dynamic=False,
-fullgraph=True)``. Compiled kernels are also kept in torch inductor's on-disk cache (the
-``torchinductor_<user>`` folder of the system's temporary directory, or
-``$TORCHINDUCTOR_CACHE_DIR``), so a later process compiles the same step in a few seconds.
+fullgraph=True)``; :func:`loss_step_config` gives the constants of a batch. Compiled kernels
+are also kept in torch inductor's on-disk cache (the ``torchinductor_<user>`` folder of the
+system's temporary directory, or ``$TORCHINDUCTOR_CACHE_DIR``), so a later process compiles the
+same step in a few seconds.
 
 .. [PFI] F. Fumagalli, M. Muschalik, E. Hüllermeier, B. Hammer (2023). Incremental permutation
    feature importance (iPFI). *Machine Learning* 112, 4863-4903.
@@ -22,16 +23,17 @@ fullgraph=True)``. Compiled kernels are also kept in torch inductor's on-disk ca
 
 from __future__ import annotations
 
-import types
 from collections.abc import Callable
 from typing import NamedTuple
 
 import torch
 from torch import nn
 
+from torchstream.explain._base import _CLASS_LOSSES, _REGRESSION_LOSSES, LossExplainer
+from torchstream.explain._compiled import compile_private
 from torchstream.losses import BroadcastLossFn, LossFn
 
-__all__ = ["StepConfig", "StepResult", "compiled_step", "ipfi_step"]
+__all__ = ["StepConfig", "StepResult", "compiled_step", "ipfi_step", "loss_step_config"]
 
 
 class StepConfig(NamedTuple):
@@ -180,10 +182,28 @@ def ipfi_step(
 
 
 def compiled_step() -> Callable[..., StepResult]:
-    """:func:`ipfi_step` compiled with ``torch.compile(dynamic=False, fullgraph=True)``, on a
-    private copy of the function (its own code object: the compiled graphs of one explainer,
-    one per batch shape, do not count against another's recompile limit)."""
-    code = ipfi_step.__code__.replace()
-    fn = types.FunctionType(code, ipfi_step.__globals__, "ipfi_step", ipfi_step.__defaults__)
-    compiled: Callable[..., StepResult] = torch.compile(fn, dynamic=False, fullgraph=True)
-    return compiled
+    """:func:`ipfi_step` compiled on a private copy (:func:`~torchstream.explain._compiled.
+    compile_private`)."""
+    return compile_private(ipfi_step)
+
+
+def loss_step_config(exp: LossExplainer, b: int, dtype: torch.dtype) -> StepConfig:
+    """The :class:`StepConfig` of a batch of ``b`` rows of the loss explainer ``exp``, losses
+    accumulated in ``dtype``."""
+    name = exp.loss_name
+    labels = (
+        "class" if name in _CLASS_LOSSES else "onehot" if name in _REGRESSION_LOSSES else "none"
+    )
+    ema = b <= exp.smoother._BLOCK
+    return StepConfig(
+        n_features=exp.n_features,
+        n_samples=exp.n_samples,
+        broadcast_loss=exp._broadcast_loss,
+        loss_fn=exp.loss_fn,
+        acc_dtype=dtype,
+        labels=labels,
+        alpha=exp.alpha,
+        ema=ema,
+        decay=(1.0 - exp.alpha) ** b if ema else 1.0,
+        n_groups=0 if exp.groups is None else exp.groups.n_groups,
+    )

@@ -25,14 +25,9 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
-from torchstream.explain._base import (
-    _CLASS_LOSSES,
-    _REGRESSION_LOSSES,
-    LossExplainer,
-    _acc_dtype,
-)
+from torchstream.explain._base import LossExplainer, _acc_dtype
 from torchstream.explain._compiled import CompiledPath
-from torchstream.explain._fused import StepConfig, StepResult, compiled_step
+from torchstream.explain._fused import StepConfig, StepResult, compiled_step, loss_step_config
 from torchstream.explain.storage._common import _Reservoir
 from torchstream.losses import LossFn
 from torchstream.typing import ModelFn, Storage
@@ -302,24 +297,7 @@ class IncrementalPFI(CompiledPath, LossExplainer):
         super()._explain(X, y, model_fn)
 
     def _step_config(self, b: int, dtype: torch.dtype) -> StepConfig:
-        name = self.loss_name
-        labels = (
-            "class" if name in _CLASS_LOSSES else "onehot" if name in _REGRESSION_LOSSES
-            else "none"
-        )
-        ema = b <= self.smoother._BLOCK
-        return StepConfig(
-            n_features=self.n_features,
-            n_samples=self.n_samples,
-            broadcast_loss=self._broadcast_loss,
-            loss_fn=self.loss_fn,
-            acc_dtype=dtype,
-            labels=labels,
-            alpha=self.alpha,
-            ema=ema,
-            decay=(1.0 - self.alpha) ** b if ema else 1.0,
-            n_groups=0 if self.groups is None else self.groups.n_groups,
-        )
+        return loss_step_config(self, b, dtype)
 
     def _fused_plan(self, b: int, X: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """Cached per ``(B, device)``: the feature of each draw ``[B d K]`` (order

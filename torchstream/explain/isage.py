@@ -20,31 +20,44 @@ References
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, cast
 
 import torch
+from torch import nn
 
 from torchstream.devices import to_device
-from torchstream.explain._base import LossExplainer, _acc_dtype, ema_prefix
+from torchstream.explain._base import (
+    LossExplainer,
+    _acc_dtype,
+    _ema_weights,
+    ema_prefix,
+)
+from torchstream.explain._compiled import CompiledPath
+from torchstream.explain._fused import loss_step_config
+from torchstream.explain._fused_isage import SageConfig, SageResult, compiled_isage_step
 from torchstream.explain.conditional import ConditionalTreeSampler
 from torchstream.explain.imputers import MarginalImputer
 from torchstream.explain.storage._common import _Reservoir
 from torchstream.losses import LossFn
 from torchstream.typing import Imputer, ModelFn, Sampler, Storage
 
-__all__ = ["CHUNK_BYTES", "IncrementalSAGE"]
+__all__ = ["CHUNK_BYTES", "COMPILED_BYTES", "IncrementalSAGE"]
 
 #: Memory budget of one chunk of the expanded model input when ``chunk_size`` is None: chunks
 #: of ``CHUNK_BYTES // (d * itemsize)`` rows (4 MiB: 1,048 rows of 1,000 float32 features).
 CHUNK_BYTES = 4 * 2**20
+#: The most bytes of model input the compiled step (``compile=True``) builds at once, a whole
+#: batch in one graph; a larger batch is explained eagerly, chunk by chunk.
+COMPILED_BYTES = 256 * 2**20
 #: Integer dtypes that view float values of each width bit for bit (the bitwise select).
 _BIT_VIEWS = {2: torch.int16, 4: torch.int32, 8: torch.int64}
 #: Chunks of fewer values select with a comparison and ``torch.where`` (fewer operations).
 _BITWISE_MIN = 2**16
 
 
-class IncrementalSAGE(LossExplainer):
+class IncrementalSAGE(CompiledPath, LossExplainer):
     r"""Incremental SAGE [SAGE]_ with interventional or observational feature removal.
 
     Algorithm (one call of :meth:`explain` with a batch of ``B`` rows; ``B = 1`` is Alg. 1 of
@@ -175,6 +188,24 @@ class IncrementalSAGE(LossExplainer):
         gets masks in which every group is wholly present or absent and must keep blocks whole
         itself; a custom sampler must carry the same ``groups``. :attr:`importance` is ``[G]``,
         :attr:`feature_names` the group names.
+    compile
+        Run each batch as one function compiled with ``torch.compile(dynamic=False)``
+        (:mod:`torchstream.explain._fused_isage`: permutations, imputed rows of the chain,
+        forward, mean predictions, ``y_empty``, losses, marginal contributions, EMA and the
+        trust checks as one flag read once per batch), one compiled graph per batch shape.
+        Covers interventional removal with the built-in ``"joint"`` or ``"product"`` imputer
+        on a built-in reservoir, with or without ``feature_groups``, either
+        ``empty_prediction``. Needs a torch module: ``model_fn`` an ``nn.Module``, or a
+        learner with a ``network`` module (as ``batch.learner`` of the plug-in). The random
+        draws are made as on the eager path, so the estimates are the same under a fixed seed
+        (up to the float rounding of the compiled kernels). The first explained batch, a batch
+        the flag rejects (it is then redone eagerly, which raises the usual error naming the
+        row), a batch that meets an empty storage and a batch whose model input exceeds
+        :data:`COMPILED_BYTES` (said once in a warning) run eagerly. Where the model is not a
+        module, ``chunk_size`` is set, the removal is observational, the imputer is a custom
+        object, the storage is not a built-in reservoir or compiling fails (no C compiler,
+        unsupported platform), the eager path runs and a warning names the reason, once. The one-off
+        compile time is :attr:`compile_seconds`.
 
     Examples
     --------
@@ -245,6 +276,7 @@ class IncrementalSAGE(LossExplainer):
         chunk_size: int | None = None,
         seed: int | None = 0,
         feature_groups: Mapping[str, Sequence[int]] | None = None,
+        compile: bool = False,
     ) -> None:
         sampler: Sampler | None = None
         if not isinstance(removal, str):
@@ -329,6 +361,15 @@ class IncrementalSAGE(LossExplainer):
         self._plan_cache: tuple[torch.Tensor, torch.Tensor]
         self._buf: torch.Tensor | None = None  # the reused model-input buffer (one chunk)
         self._scratch_buf: torch.Tensor | None = None  # the reused mask of one chunk
+        self._init_compiled(compile)
+        self._said_too_big = False
+        self._step_fn: Callable[..., SageResult] | None = None
+        self._column_groups: dict[torch.device, torch.Tensor] = {}
+        self._rn: torch.Tensor | None = None  # (1 - alpha)^n, an input of the compiled step
+        if self.compile:
+            reason = self._uncovered()
+            if reason is not None:
+                self._compile_off(reason)
 
     def _contributions(self, X: torch.Tensor, y: torch.Tensor, model_fn: ModelFn) -> torch.Tensor:
         """``delta [B, d]`` along one permutation per row (see the class docstring).
@@ -391,6 +432,135 @@ class IncrementalSAGE(LossExplainer):
         if y_empty is not None:
             self.y_empty = y_empty  # stays on the device of the outputs
         return delta
+
+    # ------------------------------------------------------------------ compiled path
+    def _uncovered(self) -> str | None:
+        """Why the compiled step cannot run this configuration (None: it can)."""
+        if self.chunk_size is not None:
+            return "chunk_size is set (the compiled step evaluates a batch in one call)"
+        if self.removal == "observational":
+            return (
+                "observational removal is not covered (the conditional sampler draws "
+                "outside the compiled step)"
+            )
+        if type(self.imputer) is not MarginalImputer:
+            return f"the imputer ({type(self.imputer).__name__}) is not the built-in one"
+        if not isinstance(self.storage, _Reservoir):
+            return f"the storage ({type(self.storage).__name__}) is not a built-in reservoir"
+        return None
+
+    def _explain(self, X: torch.Tensor, y: torch.Tensor, model_fn: ModelFn) -> None:
+        if self._compiled_on:
+            module = self._module_of(model_fn)
+            if module is not None and self._fused_explain(X, y, module):
+                return
+        super()._explain(X, y, model_fn)
+
+    def _step_config(self, b: int, dtype: torch.dtype) -> SageConfig:
+        product = cast(MarginalImputer, self.imputer).mode == "product"
+        return SageConfig(loss_step_config(self, b, dtype), product,
+                          self.empty_prediction == "imputed")
+
+    def _column_group(self, device: torch.device) -> torch.Tensor | None:
+        """The group of every column on ``device`` (cached); None without groups."""
+        if self.groups is None:
+            return None
+        hit = self._column_groups.get(device)
+        if hit is None:
+            hit = self._column_groups[device] = self.groups.column_group.to(device)
+        return hit
+
+    def _prefix_blocks(
+        self, b: int, dtype: torch.dtype, device: torch.device
+    ) -> tuple[tuple[torch.Tensor, torch.Tensor], ...]:
+        """The weights of :func:`~torchstream.explain._base.ema_prefix` for ``b`` rows, per
+        block of 128 rows (none for one row)."""
+        if b == 1:
+            return ()
+        return tuple(
+            _ema_weights(min(128, b - start), self.alpha, dtype, device)
+            for start in range(0, b, 128)
+        )
+
+    def _fused_explain(self, X: torch.Tensor, y: torch.Tensor, module: nn.Module) -> bool:
+        """One batch through the compiled step; False where this batch must run eagerly (then
+        nothing has changed)."""
+        X, y = self._check_batch(X, y)
+        smoother = self.smoother
+        imputed_empty = self.empty_prediction == "imputed"
+        if (
+            not self._checked
+            or smoother.n == 0
+            or self._storage_size() == 0
+            or (not imputed_empty and self.y_empty is None)
+        ):
+            return False  # the first explained batch checks the model's output eagerly
+        self._place(X)
+        b, d = X.shape
+        sizes, positions = self._plan(b, X)
+        rows = sizes.shape[0]
+        if (1 + rows) * b * d * X.element_size() > COMPILED_BYTES:
+            if not self._said_too_big:
+                self._said_too_big = True
+                warnings.warn(
+                    f"IncrementalSAGE(compile=True): a batch of {b} rows needs "
+                    f"{(1 + rows) * b:,} model-input rows of {d} features, more than "
+                    f"COMPILED_BYTES ({COMPILED_BYTES // 2**20} MiB) at once: batches this "
+                    f"large are explained eagerly, chunk by chunk",
+                    RuntimeWarning,
+                    stacklevel=4,
+                )
+            return False
+        acc = _acc_dtype(X.device)
+        cfg = self._step_config(b, acc)
+        storage = self.storage
+        data = storage._data
+        if data.device != X.device:
+            self._compile_off(f"the storage is on {data.device}, the batch on {X.device}")
+            return False
+        per_row = 1 if not cfg.product else self.n_explained_features
+        saved = self._save_generators(self._generators())
+        try:  # the draws of the eager path, in its order
+            u = to_device(torch.rand(b, self.n_explained_features, generator=self.generator),
+                          X.device)
+            idx = storage.sample_indices(b * rows * per_row) if rows else None
+        except BaseException:
+            self._restore_generators(saved)
+            raise
+        if self._rn is None or self._rn.device != smoother.raw.device:
+            self._rn = torch.zeros((), dtype=smoother.raw.dtype, device=smoother.raw.device)
+        first = smoother.init == "first"  # no debiasing: (1 - alpha)^n read as 0
+        rn = self._rn.fill_(0.0 if first else (1.0 - self.alpha) ** smoother.n)
+        plan = None
+        if cfg.step.ema and b > 1:
+            m, ri, w, _, _ = smoother._plan(b)
+            plan = (m, ri, w)
+        blocks = () if imputed_empty else self._prefix_blocks(b, acc, X.device)
+        key = (b, X.dtype, y.dtype, X.device, tuple(data.shape), data.dtype, cfg.step.ema)
+        if self._step_fn is None:
+            self._step_fn = compiled_isage_step()
+        step_fn = self._step_fn
+        column_group = self._column_group(X.device)
+        y_empty = self.y_empty
+        res = self._call_compiled(key, lambda: step_fn(
+            module, X, y, u, data, idx, sizes, positions, column_group, y_empty, blocks,
+            smoother.raw, smoother.sq_dev, rn, plan, cfg,
+        ), saved)
+        if res is None:
+            return False
+        if not bool(res.ok):  # redo the batch eagerly: it raises the usual error naming the row
+            self._restore_generators(saved)
+            return False
+        if cfg.step.ema:
+            smoother.raw, smoother.sq_dev = res.raw, res.sq_dev
+            smoother.n += b
+        else:
+            smoother.update(res.delta)
+        if not imputed_empty:
+            self.y_empty = res.y_empty
+        self.n_batches += 1
+        storage._update_finite(X)  # X was checked by the flag
+        return True
 
     def _generators(self) -> list[torch.Generator]:
         """The permutations' generator and the storage's / imputer's (restored if the batch
