@@ -8,6 +8,10 @@ the accuracy is that of the predictions (argmax of the probabilities vs the labe
 * ``B=1 river API``: ``predict_proba_one(x)`` then ``learn_one(x, y)`` on dict rows, ours vs
   deep-river (the headline ratio; the goal is ours >= 2x deep-river).
 * ``B=1 tensor API`` (ours only): ``predict_proba(X)`` then ``learn(X, y)`` on ``[1, 9]`` tensors.
+* ``--compile`` adds ``B=1 river API, compile=True`` (ours only): the same loop with
+  ``OnlineLearner(..., compile=True)``. Its learner first runs ``COMPILE_WARMUP`` rows untimed
+  (the one-off compiles of the prediction and the step, for one and for two classes seen), then
+  the timed loop over all rows goes on training it.
 * ``ref: torch loop``: a plain per-row loop (forward under ``no_grad``, then forward, loss,
   backward, step) with ``Adam`` and ``Adam(fused=True)``: what a wrapper adds its work to. Ours
   takes the same steps (bit for bit, with the fused kernel) but runs the forward pass once per
@@ -27,6 +31,7 @@ Run it from the repository root::
     python scripts/bench_learners.py                      # 5000 rows, 3 repeats
     python scripts/bench_learners.py --rows 1000 --repeats 1   # smoke run (a few seconds)
     python scripts/bench_learners.py --json bench.json    # also write the numbers
+    python scripts/bench_learners.py --compile --no-peer  # eager vs compile=True at B=1
 
 deep-river is a peer measured for comparison, not a dependency of torchstream. Version 0.3.4 pins
 ``torch<2.6`` and ``river<0.26``, so install it beside our torch and river without its
@@ -49,6 +54,7 @@ import platform
 import statistics
 import sys
 import time
+import warnings
 from collections.abc import Callable, Hashable
 from typing import Any
 
@@ -65,6 +71,7 @@ HIDDEN = (64, 64)
 LR = 1e-3
 SEED = 0
 INSTALL_HINT = "pip install --no-deps deep-river==0.3.4 sortedcontainers"
+COMPILE_WARMUP = 50
 
 # A run returns (seconds spent in the timed loop, number of correct predictions).
 Run = Callable[[], tuple[float, int]]
@@ -126,8 +133,8 @@ def factory(d: int, k: int) -> nn.Module:
     return MLP(d, k, hidden=HIDDEN)
 
 
-def make_ours() -> OnlineLearner:
-    return OnlineLearner(factory, lr=LR, optimizer="adam", seed=SEED)
+def make_ours(compile: bool = False) -> OnlineLearner:
+    return OnlineLearner(factory, lr=LR, optimizer="adam", seed=SEED, compile=compile)
 
 
 def initial_weights(d: int) -> list[torch.Tensor]:
@@ -220,6 +227,22 @@ def river_one(model: Any, data: Data) -> tuple[float, int]:
     return time.perf_counter() - t0, correct
 
 
+def river_one_compiled(data: Data, notes: list[str]) -> tuple[float, int]:
+    """B = 1, river API, ``compile=True``: warmed up on ``COMPILE_WARMUP`` rows (untimed)."""
+    model = make_ours(compile=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", RuntimeWarning)
+        for x, y in zip(data.rows[:COMPILE_WARMUP], data.labels[:COMPILE_WARMUP]):
+            model.predict_proba_one(x)
+            model.learn_one(x, y)
+    note = (
+        f"compile off ({model.compile_off_reason})" if model.compile_off_reason
+        else f"compiled in {model.compile_seconds:.1f} s, before the timed loop"
+    )
+    notes[:] = [note] + [str(w.message) for w in caught if "compile=True" not in str(w.message)]
+    return river_one(model, data)
+
+
 def ours_tensor(data: Data, size: int) -> tuple[float, int]:
     """Our tensor API: predict_proba(X) then learn(X, y) per batch of ``size`` rows."""
     learner = make_ours()
@@ -272,9 +295,12 @@ class Setting:
     ) -> None:
         self.name, self.ours, self.peer, self.note, self.ref = name, ours, peer, note, ref
         self.runs: dict[str, list[tuple[float, int]]] = {"ours": [], "deep_river": []}
+        self.notes: list[str] = []  # filled by a run (the compile time of compile=True)
 
 
-def build_settings(data: Data, Classifier: Any | None, batch_sizes: list[int]) -> list[Setting]:
+def build_settings(
+    data: Data, Classifier: Any | None, batch_sizes: list[int], compile: bool = False
+) -> list[Setting]:
     weights = initial_weights(data.d)
     # river API: our class order is that of first appearance, deep-river's the sorted one
     units_river = [data.first_seen.index(c) for c in sorted(data.first_seen)]
@@ -293,6 +319,15 @@ def build_settings(data: Data, Classifier: Any | None, batch_sizes: list[int]) -
             (lambda: river_one(peer(units_river), data)) if Classifier is not None else None,
         ),
         Setting("B=1 tensor API (predict_proba + learn)", lambda: ours_tensor(data, 1)),
+    ]
+    if compile:
+        compile_notes: list[str] = []
+        compiled = Setting(
+            "B=1 river API, compile=True", lambda: river_one_compiled(data, compile_notes)
+        )
+        compiled.notes = compile_notes
+        settings.append(compiled)
+    settings += [
         Setting("ref: torch loop B=1, Adam", lambda: torch_loop(data, weights, False), ref=True),
         Setting(
             "ref: torch loop B=1, Adam(fused=True)",
@@ -340,6 +375,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch-sizes", default="32,256", help="comma-separated mini-batch sizes")
     ap.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
     ap.add_argument("--no-peer", action="store_true", help="measure our side only")
+    ap.add_argument(
+        "--compile", action="store_true", help="add the B=1 river API with compile=True"
+    )
     ap.add_argument("--json", metavar="PATH", help="write the numbers to PATH")
     args = ap.parse_args(argv)
     if args.rows < 1 or args.repeats < 1:
@@ -353,9 +391,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"To compare, install the peer beside torch and river: {INSTALL_HINT}\n")
 
     data = Data(args.rows)
-    settings = build_settings(data, Classifier, batch_sizes)
+    settings = build_settings(data, Classifier, batch_sizes, args.compile)
     # one untimed pass of every setting on a few rows: lazy imports and first-call costs
-    for s in build_settings(Data(min(args.rows, 300)), Classifier, batch_sizes):
+    for s in build_settings(Data(min(args.rows, 300)), Classifier, batch_sizes, args.compile):
         for run in (s.ours, s.peer):
             if run is not None:
                 run()
@@ -384,7 +422,7 @@ def main(argv: list[str] | None = None) -> int:
                 "reference": s.ref,
                 "ours": summarise(s.runs["ours"], data.n),
                 "deep_river": summarise(s.runs["deep_river"], data.n),
-                "note": s.note,
+                "note": "; ".join(filter(None, [s.note, *s.notes])),
             }
         )
     peer_b1 = results[0]["deep_river"]

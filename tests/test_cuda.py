@@ -86,6 +86,12 @@ def test_loss_explainers_on_cuda_equal_cpu(kind):
 COMPILED = {
     "ipfi": lambda f, d, c: IncrementalPFI(f, "cross_entropy", d, alpha=0.05, storage_size=50,
                                            n_samples=2, seed=3, compile=c),
+    "isage-joint": lambda f, d, c: IncrementalSAGE(f, "cross_entropy", d, alpha=0.05,
+                                                   storage_size=50, n_samples=2, seed=3,
+                                                   compile=c),
+    "isage-product": lambda f, d, c: IncrementalSAGE(f, "cross_entropy", d, alpha=0.05,
+                                                     imputer="product", storage_size=50,
+                                                     seed=3, compile=c),
 }
 
 

@@ -1,70 +1,34 @@
-"""The bookkeeping every ``compile=True`` path shares (iPFI, iSAGE, iPDP).
+"""The explainers' side of a ``compile=True`` path (iPFI, iSAGE, iPDP).
 
-:class:`CompiledPath` holds what an explainer needs around its own compiled step function:
-whether the path is on (``compile``), why it was turned off (``compile_off_reason``, said once
-in a warning), the one-off compile time (``compile_seconds``, counted on the first call of
-each key, i.e. each batch shape), the torch module behind a model function, and a call that
-restores the explainer's random generators when a batch has to be redone eagerly.
+:class:`CompiledPath` adds to :class:`~torchstream.compiling.CompileSwitch` what an explainer
+needs around its own compiled step function: the torch module behind a model function, the
+compiled call itself (under ``no_grad``; the first call of each batch shape timed) and the
+explainer's random generators put back when a batch has to be redone eagerly.
 """
 
 from __future__ import annotations
 
-import time
-import types
-import warnings
 from collections.abc import Callable, Hashable, Iterable
 from typing import TypeVar
 
 import torch
 from torch import nn
 
+from torchstream.compiling import CompileSwitch
 from torchstream.typing import ModelFn
 
-__all__ = ["CompiledPath", "compile_private"]
+__all__ = ["CompiledPath"]
 
 R = TypeVar("R")
-F = TypeVar("F", bound=Callable[..., object])
 Saved = tuple[tuple[torch.Generator, torch.Tensor], ...]
 
 
-def compile_private(fn: F) -> F:
-    """``fn`` compiled with ``torch.compile(dynamic=False, fullgraph=True)``, on a private copy
-    of it (its own code object: the compiled graphs of one explainer, one per batch shape, do
-    not count against another's recompile limit)."""
-    copy = types.FunctionType(fn.__code__.replace(), fn.__globals__, fn.__name__,
-                              fn.__defaults__)
-    compiled: F = torch.compile(copy, dynamic=False, fullgraph=True)  # type: ignore[assignment]
-    return compiled
-
-
-class CompiledPath:
-    """Mixin: the state and helpers of an explainer's compiled path."""
-
-    #: Whether batches run as one compiled function (the explainer's ``compile``).
-    compile: bool
-    #: Seconds spent compiling (the first call of each batch shape); 0 before.
-    compile_seconds: float
-    #: Why the compiled path is off (None: on, or not asked for).
-    compile_off_reason: str | None
+class CompiledPath(CompileSwitch):
+    """Mixin: the helpers of an explainer's compiled path."""
 
     def _init_compiled(self, compile: bool) -> None:
-        self.compile = bool(compile)
-        self.compile_seconds = 0.0
-        self.compile_off_reason = None
+        super()._init_compiled(compile)
         self._compiled_keys: set[Hashable] = set()
-
-    @property
-    def _compiled_on(self) -> bool:
-        return self.compile and self.compile_off_reason is None
-
-    def _compile_off(self, reason: str) -> None:
-        """Turn the compiled path off for good, saying why (once)."""
-        self.compile_off_reason = reason
-        warnings.warn(
-            f"{type(self).__name__}(compile=True): {reason}; the eager path runs instead",
-            RuntimeWarning,
-            stacklevel=4,
-        )
 
     def _module_of(self, model_fn: ModelFn) -> nn.Module | None:
         """The torch module computing ``model_fn``: a learner's ``network`` (its whole
@@ -85,27 +49,27 @@ class CompiledPath:
         )
         return None
 
-    def _call_compiled(
-        self,
-        key: Hashable,
-        fn: Callable[[], R],
-        saved: Saved = (),
-    ) -> R | None:
-        """``fn()`` under ``no_grad``, timed into :attr:`compile_seconds` the first time
-        ``key`` is seen. Where it raises (no compiler, an unsupported model or platform) the
-        generators ``saved`` before the batch's draws (:meth:`_save_generators`) are put
-        back, the path is turned off for good and None returned."""
-        start = time.perf_counter()
-        try:
+    def _call_compiled(self, key: Hashable, fn: Callable[[], R], saved: Saved = ()) -> R | None:
+        """``fn()`` under ``no_grad``; its first call for ``key`` compiles (timed into
+        :attr:`compile_seconds`). Where it raises (no compiler, an unsupported model or
+        platform) the generators ``saved`` before the batch's draws
+        (:meth:`_save_generators`) are put back, the path is turned off for good and None
+        returned."""
+
+        def run() -> R:
             with torch.no_grad():
-                out = fn()
-        except Exception as exc:
-            self._restore_generators(saved)
-            self._compile_off(f"torch.compile failed ({type(exc).__name__}: {exc})")
-            return None
+                return fn()
+
         if key not in self._compiled_keys:
-            self._compiled_keys.add(key)
-            self.compile_seconds += time.perf_counter() - start
+            out = self._first_call(self._compiled_keys, key, run, stacklevel=7)
+        else:
+            try:
+                out = run()
+            except Exception as exc:
+                self._compile_off(f"torch.compile failed ({type(exc).__name__}: {exc})")
+                out = None
+        if out is None:
+            self._restore_generators(saved)
         return out
 
     @staticmethod

@@ -30,7 +30,7 @@ import torch
 from torch import nn
 
 from torchstream.explain._base import _CLASS_LOSSES, _REGRESSION_LOSSES, LossExplainer
-from torchstream.explain._compiled import compile_private
+from torchstream.compiling import compile_private
 from torchstream.losses import BroadcastLossFn, LossFn
 
 __all__ = ["StepConfig", "StepResult", "compiled_step", "ipfi_step", "loss_step_config"]
@@ -182,7 +182,7 @@ def ipfi_step(
 
 
 def compiled_step() -> Callable[..., StepResult]:
-    """:func:`ipfi_step` compiled on a private copy (:func:`~torchstream.explain._compiled.
+    """:func:`ipfi_step` compiled on a private copy (:func:`~torchstream.compiling.
     compile_private`)."""
     return compile_private(ipfi_step)
 

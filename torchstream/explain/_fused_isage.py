@@ -32,7 +32,7 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
-from torchstream.explain._compiled import compile_private
+from torchstream.compiling import compile_private
 from torchstream.explain._fused import StepConfig, _checks, _ema, _label_rows, _losses
 
 __all__ = ["SageConfig", "SageResult", "compiled_isage_step", "isage_step"]
@@ -184,6 +184,6 @@ def isage_step(
 
 
 def compiled_isage_step() -> Callable[..., SageResult]:
-    """:func:`isage_step` compiled on a private copy (:func:`~torchstream.explain._compiled.
+    """:func:`isage_step` compiled on a private copy (:func:`~torchstream.compiling.
     compile_private`)."""
     return compile_private(isage_step)

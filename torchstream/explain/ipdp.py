@@ -17,9 +17,10 @@ References
 from __future__ import annotations
 
 import math
+import types
 import warnings
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 import torch
@@ -28,6 +29,8 @@ from torchstream._deprecation import renamed
 from torchstream.base import ExplainerBase, PluginBase
 from torchstream.checkpoint import check_settings
 from torchstream.devices import to_device
+from torchstream.explain._compiled import CompiledPath
+from torchstream.explain._fused_ipdp import IpdpConfig, IpdpResult, compiled_ipdp_step
 from torchstream.explain._pdp_grid import (
     MISSING_LABEL,
     FeatureKind,
@@ -77,7 +80,7 @@ class _CallableImportance(torch.Tensor):
         return self._score
 
 
-class IncrementalPDP(ExplainerBase, PluginBase):
+class IncrementalPDP(CompiledPath, ExplainerBase, PluginBase):
     r"""Incremental partial dependence plot [^1] of one feature of a model on a data stream.
 
     Algorithm (one call of :meth:`explain` with a batch of ``B`` rows; ``B = 1`` is Alg. 1 of
@@ -216,6 +219,23 @@ class IncrementalPDP(ExplainerBase, PluginBase):
         Deprecated (warns): the name of the explained feature only. Use ``feature_names``. A
         given ``feature_name`` is kept as the label of the explained column (the other columns
         are named ``x<j>``), as before.
+    compile
+        Run the model's part of each batch as one function compiled with
+        ``torch.compile(dynamic=False)`` (:mod:`torchstream.explain._fused_ipdp`: the ICE
+        inputs, the forward, the explained output, the fold into the EMAs and the trust checks
+        as one flag, read once per batch with the feature values the storage keeps), one
+        compiled graph per batch shape and number of points. The evaluation points (from the
+        range storage as it was before the batch), the "missing" value and the storage update
+        stay outside, as on the eager path, so the plot is the same (up to the float rounding
+        of the compiled kernels). Covered models: an ``nn.Module``, a learner with a
+        ``network`` module (as ``batch.learner`` of the plug-in), and a Python function
+        (``def``, lambda or bound method such as ``lambda Z: net(Z)[:, 0]``), compiled by
+        tracing it: a function that does more than torch operations (NumPy, ``.item()``,
+        printing) cannot be traced, and compiling fails. The first explained batch and a batch
+        the flag rejects (redone eagerly, which raises the usual error naming the row) run
+        eagerly. Where the model is another callable, ``chunk_size`` is set or compiling fails
+        (no C compiler, an untraceable function), the eager path runs and a warning names the
+        reason, once. The one-off compile time is :attr:`compile_seconds`.
 
     Attributes
     ----------
@@ -305,6 +325,7 @@ class IncrementalPDP(ExplainerBase, PluginBase):
         chunk_size: int | None = None,
         seed: int | None = 0,
         feature_name: str | None = None,
+        compile: bool = False,
     ) -> None:
         if model_fn is not None and not callable(model_fn):
             raise TypeError(f"model_fn must be callable or None, got {type(model_fn).__name__}")
@@ -374,6 +395,11 @@ class IncrementalPDP(ExplainerBase, PluginBase):
         #: missing cell becomes, :func:`~torchstream.schema.running_mean_fill`).
         self._present_sum = 0.0
         self._present_n = 0
+        self._init_compiled(compile)
+        self._step_fn: Callable[..., IpdpResult] | None = None
+        self._rn: torch.Tensor | None = None  # (1 - alpha)^n, an input of the compiled step
+        if self.compile and self.chunk_size is not None:
+            self._compile_off("chunk_size is set (the compiled step evaluates a batch in one call)")
 
     def _name_of(self, feature_name: str | None = None) -> str:
         """The explained feature's name: its group's name with ``feature_groups``, else
@@ -566,26 +592,18 @@ class IncrementalPDP(ExplainerBase, PluginBase):
             raise ValueError(
                 f"X has {d} columns but feature_groups cover {self._spec.n_columns}"
             )
-        b = X.shape[0]
-        read = [X.sum().view(1), X[:, self.feature].detach()]
-        if self.kind == "nullable":
-            read.append(X[:, self._block()[1]].detach())
-        elif self.kind == "categorical":  # rows whose block is not one-hot
-            block = X[:, list(self._block())].detach()
-            read.append((((block != 0) & (block != 1)).any(1) | (block.sum(1) != 1)).to(X.dtype))
-        # one host read: the batch's check sum, with the values the range storage keeps
-        host = torch.cat(read).to("cpu", torch.float64)
-        _check_finite(X, float(host[0]), self.feature, self.feature_name, self.n_batches)
-        values = host[1:1 + b]
-        if self.kind == "nullable":
-            indicator = host[1 + b:]
-            _check_indicator(indicator, self._block()[1], self.feature_name, self.n_batches)
-            values = values[indicator == 0]  # a missing cell's value is not the feature's
-        elif self.kind == "categorical":
-            _check_onehot(X, host[1 + b:], self._block(), self.feature_name, self.n_batches)
         points = _evaluation_points(self._fixed, self.storage, self.quantiles, self.grid_size)
-        if points is not None:
-            self._fold(X, points, model_fn)
+        host = None
+        if points is not None and self._compiled_on and self.n_explained > 0:
+            host = self._fused_fold(X, points, model_fn)
+        if host is None:  # the eager path (also the redo of a batch the flag rejected)
+            host = self._host_read(X, X.sum().view(1))
+            self._check_host(X, host)
+            if points is not None:
+                self._fold(X, points, model_fn)
+        values = host[1:1 + X.shape[0]]
+        if self.kind == "nullable":
+            values = values[host[1 + X.shape[0]:] == 0]  # a missing cell's value is not kept
         self.n_features = d
         if self.storage is not None and values.numel():
             self.storage.update(values)
@@ -594,6 +612,28 @@ class IncrementalPDP(ExplainerBase, PluginBase):
         self.n_seen += X.shape[0]
         self.n_batches += 1
         self._snapshot()
+
+    def _host_read(self, X: torch.Tensor, head: torch.Tensor) -> torch.Tensor:
+        """One host read (float64): ``head`` (the batch's check sum, or the compiled step's
+        flag), the explained column's values (what the range storage keeps) and the missing
+        indicator of a nullable numeric, or the rows whose one-hot block is not one-hot."""
+        read = [head.to(X.dtype), X[:, self.feature].detach()]
+        if self.kind == "nullable":
+            read.append(X[:, self._block()[1]].detach())
+        elif self.kind == "categorical":  # rows whose block is not one-hot
+            block = X[:, list(self._block())].detach()
+            read.append((((block != 0) & (block != 1)).any(1) | (block.sum(1) != 1)).to(X.dtype))
+        return torch.cat(read).to("cpu", torch.float64)
+
+    def _check_host(self, X: torch.Tensor, host: torch.Tensor) -> None:
+        """Raise for a non-finite value of ``X``, a missing indicator other than 0 / 1 or a
+        block that is not one-hot, naming the row (``host`` from :meth:`_host_read`)."""
+        b = X.shape[0]
+        _check_finite(X, float(host[0]), self.feature, self.feature_name, self.n_batches)
+        if self.kind == "nullable":
+            _check_indicator(host[1 + b:], self._block()[1], self.feature_name, self.n_batches)
+        elif self.kind == "categorical":
+            _check_onehot(X, host[1 + b:], self._block(), self.feature_name, self.n_batches)
 
     def _fold(self, X: torch.Tensor, points: torch.Tensor, model_fn: ModelFn) -> None:
         b, d = X.shape
@@ -633,10 +673,95 @@ class IncrementalPDP(ExplainerBase, PluginBase):
         width = m + self._n_extra
         z_acc = z.to(acc)  # the points as evaluated
         self._ema.update(torch.stack([z_acc.expand(b, width), ice], 1))
+        self._keep_ice(ice, z_acc)
+
+    # ------------------------------------------------------------------ compiled path
+    def _compiled_model(self, model_fn: ModelFn) -> ModelFn | None:
+        """What the compiled step calls: a Python function (``def``, lambda or bound method,
+        compiled by tracing it), else the torch module behind ``model_fn``
+        (:meth:`~torchstream.explain._compiled.CompiledPath._module_of`; None, and the path
+        off with a warning, for any other callable)."""
+        if isinstance(model_fn, (types.FunctionType, types.MethodType)):
+            return model_fn
+        return self._module_of(model_fn)
+
+    def _step_config(self, b: int, acc: torch.dtype) -> IpdpConfig:
+        block = self._block()
+        ema = b <= self._ema._BLOCK
+        return IpdpConfig(
+            kind=self.kind,
+            feature=self.feature,
+            indicator=block[1] if self.kind == "nullable" else -1,
+            block=block,
+            grid_size=self.grid_size,
+            n_extra=self._n_extra,
+            output_index=self.output_index,
+            acc_dtype=acc,
+            alpha=self.alpha,
+            ema=ema,
+            decay=(1.0 - self.alpha) ** b if ema else 1.0,
+        )
+
+    def _fused_fold(
+        self, X: torch.Tensor, points: torch.Tensor, model_fn: ModelFn
+    ) -> torch.Tensor | None:
+        """The batch's fold through the compiled step (:func:`~torchstream.explain._fused_ipdp.
+        ipdp_step`), committed only where its flag passed; returns the host read of
+        :meth:`_host_read` (led by the flag), or None where this batch must run eagerly (then
+        nothing has changed)."""
+        model = self._compiled_model(model_fn)
+        if model is None:
+            return None
+        b = X.shape[0]
+        device = X.device
+        acc = torch.float32 if device.type == "mps" else torch.float64
+        if self._ema.device != device or self._ema.raw.dtype != acc:
+            self._move(device, acc)
+        z = to_device(points, device, X.dtype)
+        if self._n_extra:  # the "missing" point: the running mean of the present values
+            fill = self._present_sum / self._present_n if self._present_n else 0.0
+            z = torch.cat([z, z.new_full((1,), fill)])
+        cfg = self._step_config(b, acc)
+        smoother = self._ema
+        if self._rn is None or self._rn.device != device or self._rn.dtype != acc:
+            self._rn = torch.zeros((), dtype=acc, device=device)
+        rn = self._rn.fill_((1.0 - self.alpha) ** smoother.n)
+        plan = None
+        if cfg.ema and b > 1:
+            m, ri, w, _, _ = smoother._plan(b)
+            plan = (m, ri, w)
+        if self._step_fn is None:
+            self._step_fn = compiled_ipdp_step()
+        step_fn = self._step_fn
+        key = (b, z.shape[0], X.dtype, device, cfg.ema)
+        res = self._call_compiled(key, lambda: step_fn(
+            model, X, z, smoother.raw, smoother.sq_dev, rn, plan, cfg))
+        if res is None:
+            return None
+        host = self._host_read(X, res.ok.view(1))
+        if float(host[0]) != 1.0:  # redo the batch eagerly: it raises the usual error
+            return None
+        if z.shape[0] - self._n_extra != self.grid_size:  # a one-point range
+            point = float(points[0])
+            self._point = point if self._point == point else None
+        else:
+            self._point = None
+        if cfg.ema:
+            smoother.raw, smoother.sq_dev = res.raw, res.sq_dev
+            smoother.n += b
+        else:
+            width = self.grid_size + self._n_extra
+            smoother.update(torch.stack([res.points.expand(b, width), res.ice], 1))
+        self._keep_ice(res.ice, res.points)
+        return host
+
+    def _keep_ice(self, ice: torch.Tensor, points: torch.Tensor) -> None:
+        """The last ``n_ice`` ICE curves ``ice [B, w]`` and their points ``[w]``."""
         if self.n_ice:
+            b, width = ice.shape
             keep = min(b, self.n_ice)
             self._ice = torch.cat([self._ice, ice[-keep:]])[-self.n_ice :]
-            self._ice_grid = torch.cat([self._ice_grid, z_acc.expand(keep, width)])[-self.n_ice :]
+            self._ice_grid = torch.cat([self._ice_grid, points.expand(keep, width)])[-self.n_ice :]
 
     def _move(self, device: torch.device, dtype: torch.dtype) -> None:
         self._ema.raw = self._ema.raw.to(device, dtype)

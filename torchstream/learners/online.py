@@ -14,6 +14,7 @@ from river import base as river_base
 from torch import nn
 
 from torchstream.devices import as_device
+from torchstream.learners.compiled import CompiledLearner
 from torchstream.learners.divergence import (
     DIVERGENCE_ACTIONS,
     DivergenceError,
@@ -122,7 +123,7 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
     return as_device(device)
 
 
-class OnlineLearner(RiverAPI, DivergenceGuard, river_base.Estimator):
+class OnlineLearner(RiverAPI, DivergenceGuard, CompiledLearner, river_base.Estimator):
     """A torch module trained online, one batch (or one row) at a time.
 
     ``OnlineLearner(..., task="classification")`` builds an :class:`OnlineClassifier` and
@@ -188,6 +189,14 @@ class OnlineLearner(RiverAPI, DivergenceGuard, river_base.Estimator):
         warn once per kind. ``divergences`` counts the divergent steps by kind.
     divergence_factor
         The explosion rule's factor (``inf`` turns that rule off; the non-finite checks stay).
+    compile
+        Run the training step's forward pass, loss and backward pass, and the prediction's
+        forward pass and outputs, as graphs compiled with ``torch.compile(dynamic=False)`` (one
+        per batch shape; see :mod:`~torchstream.learners.compiled`); the optimiser step stays
+        the fused Adam kernel. The results are the eager path's within float rounding (fused
+        kernels sum in another order). Where compiling fails, a warning says why, once, and
+        the eager path runs (:attr:`compile_off_reason`); :attr:`compile_seconds` is the
+        one-off compile time.
 
     The constructor's arguments are kept as given (``_get_params``); ``clone()`` builds an
     untrained learner from them (a module passed as an instance is copied at construction, so
@@ -234,6 +243,7 @@ class OnlineLearner(RiverAPI, DivergenceGuard, river_base.Estimator):
         seed: int | None = 0,
         on_divergence: OnDivergence = "raise",
         divergence_factor: float = 1e4,
+        compile: bool = False,
     ) -> None:
         self._init_params: dict[str, Any] = {
             "module": _pristine(module),
@@ -243,6 +253,7 @@ class OnlineLearner(RiverAPI, DivergenceGuard, river_base.Estimator):
             "scale_inputs": scale_inputs,
             "scale_targets": scale_targets, "device": device, "dtype": dtype, "seed": seed,
             "on_divergence": on_divergence, "divergence_factor": divergence_factor,
+            "compile": compile,
         }  # fmt: skip
         if dtype is None:
             dtype = torch.float32
@@ -259,6 +270,7 @@ class OnlineLearner(RiverAPI, DivergenceGuard, river_base.Estimator):
             raise ValueError(f"on_divergence must be one of {known}, got {on_divergence!r}")
         self.on_divergence = on_divergence
         self.divergence_factor = divergence_factor
+        self._init_compiled(compile)
         self._monitor = LossMonitor(divergence_factor)
         self.divergences: dict[str, int] = {}
         self.device = resolve_device(device)
@@ -275,7 +287,9 @@ class OnlineLearner(RiverAPI, DivergenceGuard, river_base.Estimator):
             raise ValueError("scale_targets applies to regression only")
         self.schema = schema
         if schema is not None and n_features is not None and n_features != schema.n_columns:
-            raise ValueError(f"n_features={n_features} but the schema has {schema.n_columns} columns")
+            raise ValueError(
+                f"n_features={n_features} but the schema has {schema.n_columns} columns"
+            )
         self.n_features = schema.n_columns if schema is not None else n_features
         if not isinstance(feature_incremental, bool):
             raise TypeError(
@@ -365,6 +379,7 @@ class OnlineLearner(RiverAPI, DivergenceGuard, river_base.Estimator):
         state["_last_forward"] = state["_last_encoded"] = None
         state["_checked_X"], state["_checked_version"] = None, -1
         state.pop("_flat_params", None)  # views of the parameters: a copy rebuilds its own
+        state["_graphs"] = None  # compiled for these parameters: a copy compiles its own
         return state
 
     # ------------------------------------------------------------------ construction
@@ -511,6 +526,15 @@ class OnlineLearner(RiverAPI, DivergenceGuard, river_base.Estimator):
         X = self._check_X(X)
         self._ensure_module(X)
         self._set_mode(False)
+        return self._prediction(X)
+
+    def _prediction(self, X: torch.Tensor) -> torch.Tensor:
+        """The outputs for the checked inputs ``X`` (module built, mode set): compiled without
+        autograd where ``compile=True`` applies, eager otherwise."""
+        if self.compile and not torch.is_grad_enabled():
+            out = self._compiled_predict(X)
+            if out is not None:
+                return out
         return self._outputs(self._forward_raw(X))
 
     forward = __call__
@@ -565,10 +589,19 @@ class OnlineLearner(RiverAPI, DivergenceGuard, river_base.Estimator):
                 self.input_scaler.update(X)
                 Xs = self.input_scaler.transform(X)
             self._set_mode(True)
-            out = module(Xs)
         target = self._train_target(y)
         mean_loss = getattr(self._train_loss, "mean", None)  # a fused mean where available
-        loss = mean_loss(out, target) if mean_loss else self._train_loss(out, target).mean()
+        # compiled: forward, loss and backward as graphs (None where it does not apply)
+        compiled = self._compiled_train(Xs, target) if out is None and self.compile else None
+        if compiled is not None:
+            loss, out = compiled
+        else:
+            if out is None:
+                out = module(Xs)
+            loss = mean_loss(out, target) if mean_loss else self._train_loss(out, target).mean()
+            for p in self._params:  # zero_grad(set_to_none=True) without its per-call overhead
+                p.grad = None
+            loss.backward()
         initial_loss = None
         if self._initial is not None:  # the untrained model's loss: the explosion rule's floor
             with torch.no_grad():
@@ -578,9 +611,6 @@ class OnlineLearner(RiverAPI, DivergenceGuard, river_base.Estimator):
                 )
         opt = self.optimizer
         assert opt is not None
-        for p in self._params:  # zero_grad(set_to_none=True) without its per-call overhead
-            p.grad = None
-        loss.backward()
         if not fused_adam_step(opt):  # the same kernel, called directly where it applies
             optimizer_step(opt)
         first = self.n_samples_seen
@@ -626,7 +656,9 @@ class OnlineLearner(RiverAPI, DivergenceGuard, river_base.Estimator):
             "module": None if self.module is None else self.module.state_dict(),
             "optimizer": None if self.optimizer is None else self.optimizer.state_dict(),
             "input_scaler": None if self.input_scaler is None else self.input_scaler.state_dict(),
-            "target_scaler": None if self.target_scaler is None else self.target_scaler.state_dict(),
+            "target_scaler": (
+                None if self.target_scaler is None else self.target_scaler.state_dict()
+            ),
             "classes": list(self.classes_),
             "n_features": self.n_features,
             "n_samples_seen": self.n_samples_seen,

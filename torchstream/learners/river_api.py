@@ -30,6 +30,8 @@ class RiverAPI:
     schema: Schema | None
     n_features: int | None
     n_samples_seen: int
+    compile: bool
+    compile_off_reason: str | None
     _last_forward: tuple[torch.Tensor, int, torch.Tensor] | None
     _last_encoded: tuple[list[Any], torch.Tensor] | None
 
@@ -43,7 +45,9 @@ class RiverAPI:
         names = sorted(x, key=_name_order) if self.feature_incremental else list(x)
         schema = Schema(names)
         if self.n_features is not None and schema.n_columns != self.n_features:
-            raise ValueError(f"row has {schema.n_columns} features, the learner expects {self.n_features}")
+            raise ValueError(
+                f"row has {schema.n_columns} features, the learner expects {self.n_features}"
+            )
         self.n_features = schema.n_columns
         return schema
 
@@ -157,10 +161,16 @@ class RiverAPI:
     # runs with autograd and keeps its output; learn_one uses it instead of a second forward
     # pass when nothing changed in between (same encoded row, no step taken, no new output
     # unit) and the forward pass does not depend on state that learning updates first (input
-    # scaling, train/eval-sensitive layers). The result is the same step, bit for bit.
+    # scaling, train/eval-sensitive layers). The result is the same step, bit for bit. With
+    # compile=True the prediction and the step are separate compiled graphs instead.
     def _infer_one(self, X: torch.Tensor) -> torch.Tensor:
         module = self._ensure_module(X)
-        if self._mode_sensitive or self.input_scaler is not None or not torch.is_grad_enabled():
+        if (
+            self._mode_sensitive
+            or self.input_scaler is not None
+            or not torch.is_grad_enabled()
+            or (self.compile and self.compile_off_reason is None)
+        ):
             return self._infer(X)
         out = module(X)
         self._last_forward = (X, self.n_samples_seen, out)
@@ -183,7 +193,11 @@ class RiverAPI:
     def _infer(self, X: torch.Tensor) -> torch.Tensor:
         self._ensure_module(X)
         self._set_mode(False)
-        return self._outputs(self._forward_raw(X))
+        return self._prediction(X)
+
+    def _prediction(self, X: torch.Tensor) -> torch.Tensor:  # pragma: no cover - the learner's
+        """The outputs for checked inputs ``X``, the module built and its mode set."""
+        raise NotImplementedError
 
     def _targets_from_labels(
         self, labels: Sequence[Any], first_row: int

@@ -32,7 +32,9 @@ class RunningStandardizer(nn.Module):
         self.register_buffer("mean_", torch.zeros(n_features, dtype=torch.float64))
         self.register_buffer("m2", torch.zeros(n_features, dtype=torch.float64))
         self._n = 0  # mirror of `count` on the host: no device sync to read it
-        self._cache: tuple[tuple[torch.dtype, torch.device], torch.Tensor, torch.Tensor | None] | None = None
+        self._cache: (
+            tuple[tuple[torch.dtype, torch.device], torch.Tensor, torch.Tensor | None] | None
+        ) = None
 
     @torch.no_grad()
     def update(self, X: torch.Tensor) -> None:
