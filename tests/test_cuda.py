@@ -120,6 +120,44 @@ def test_compiled_explainers_on_cuda_equal_eager(kind, dtype):
     assert runs[False].importance.abs().sum() > 0
 
 
+@pytest.mark.parametrize("dtype", [F64, torch.float32])
+def test_compiled_ipdp_on_cuda_equals_eager(dtype):
+    d, k = 4, 2
+    X, _ = _data(300, d, k)
+    X = X.to(dtype)
+    out = {}
+    for c in (False, True):
+        model = torch.nn.Sequential(_mlp64(d, k, GPU), torch.nn.Softmax(dim=1)).to(dtype)
+        pdp = IncrementalPDP(model, 1, alpha=0.05, grid_size=7, n_ice=5, seed=2, compile=c)
+        for i in range(0, 300, 20):
+            pdp.explain(X[i:i + 20].to(GPU))
+        out[c] = pdp
+    assert out[True].compile_off_reason is None and out[True].compile_seconds > 0
+    rtol = RTOL if dtype == F64 else 1e-5
+    for name in ("pd", "grid"):
+        torch.testing.assert_close(getattr(out[True], name).cpu(), getattr(out[False], name).cpu(),
+                                   rtol=rtol, atol=rtol * 1e-3)
+
+
+def test_compiled_learner_on_cuda_equals_eager():
+    """OnlineLearner(compile=True) on CUDA: the eager learner's predictions and weights after
+    40 steps, within float32 rounding of fused kernels summed in another order."""
+    X, y = _data(320, 6, 3)
+    X = X.float()
+    runs = {}
+    for c in (False, True):
+        learner = OnlineLearner(lambda n, k: MLP(n, k, hidden=(16,)), lr=0.01, seed=0,
+                                device=GPU, classes=[0, 1, 2], compile=c)
+        for i in range(0, 320, 8):
+            learner.learn(X[i:i + 8].to(GPU), y[i:i + 8].to(GPU))
+        with torch.no_grad():
+            runs[c] = (learner(X[:64].to(GPU)).cpu(), learner)
+    assert runs[True][1].compile_off_reason is None and runs[True][1].compile_seconds > 0
+    torch.testing.assert_close(runs[True][0], runs[False][0], rtol=1e-4, atol=1e-5)
+    for p, q in zip(runs[True][1].module.parameters(), runs[False][1].module.parameters()):
+        torch.testing.assert_close(p.detach().cpu(), q.detach().cpu(), rtol=1e-4, atol=1e-5)
+
+
 def test_ipdp_on_cuda_equals_cpu_for_a_model():
     d, k = 4, 2
     X, _ = _data(300, d, k)

@@ -36,6 +36,7 @@ from torchstream.cli.detectors import DETECTORS
 from torchstream.cli.monitoring import make_monitors
 from torchstream.cli.report import REPORT_MD, ReportWriter
 from torchstream.cli.stream_options import add_stream_args, make_stream
+from torchstream.compiling import CompileSwitch
 from torchstream.evaluate import Prequential
 from torchstream.evaluate.identity import file_identity
 from torchstream.evaluate.runner import RunResult
@@ -112,9 +113,11 @@ def add_parser(
                           "(default: one importance per feature, its columns permuted / removed "
                           "together)")
     run.add_argument("--compile", action="store_true",
-                     help="run iPFI's batch as one torch.compile'd function (a torch model; the "
+                     help="run the explainers' batches (ipfi, isage, ipdp) and a torch "
+                          "learner's step as torch.compile'd functions (a torch model; the "
                           "first compile takes seconds, torch caches it on disk; the eager path "
-                          "runs, with a warning, where compiling is not possible)")
+                          "runs, with a warning, where compiling is not possible; what ran "
+                          "compiled is printed at the end)")
     run.add_argument("--pdp-feature", help="feature of the iPDP (default: the first); a "
                                            "categorical feature gets one point per category, a "
                                            "numeric one with missing cells a 'missing' point; "
@@ -157,7 +160,7 @@ def learner_options(args: argparse.Namespace) -> LearnerOptions:
     """The learner settings of ``run``'s options (``None``: the option was not given)."""
     return LearnerOptions(seed=args.seed, device=args.device, lr=args.lr,
                           scale_inputs=False if args.no_scale_inputs else None,
-                          on_divergence=args.on_divergence)
+                          on_divergence=args.on_divergence, compile=args.compile)
 
 
 def run_command(args: argparse.Namespace) -> int:
@@ -241,9 +244,9 @@ def run_command(args: argparse.Namespace) -> int:
               f"{counts}")
     for p in explainers:
         print(_importance_line(p))
-        if isinstance(p, IncrementalPFI) and p.compile:
-            print(f"{_name(p)}: eager, {p.compile_off_reason}" if p.compile_off_reason else
-                  f"{_name(p)}: compiled ({p.compile_seconds:.1f} s compiling)")
+    if args.compile:
+        for line in compile_lines(learner, explainers):
+            print(line)
     if stream.drift_positions:
         print(f"known drifts at rows {list(stream.drift_positions)}")
     for det in monitors.detectors:
@@ -287,8 +290,6 @@ def _check_run_args(args: argparse.Namespace) -> None:
         raise SystemExit(f"error: --lr must be a finite number > 0, got {args.lr}")
     if not 0 < args.explain_alpha <= 1:
         raise SystemExit(f"error: --explain-alpha must be in (0, 1], got {args.explain_alpha}")
-    if args.compile and "ipfi" not in [n.strip() for n in args.explain.split(",")]:
-        raise SystemExit("error: --compile compiles iPFI's step: add ipfi to --explain")
     if args.report_at and not args.report:
         raise SystemExit("error: --report-at needs --report")
     if any(r < 1 for r in args.report_at):
@@ -388,7 +389,7 @@ def make_explainers(args: argparse.Namespace, stream: Stream) -> list[Explainer]
             out.append(IncrementalPFI(None, loss, len(columns), compile=args.compile, **common))
         elif name == "isage":
             out.append(IncrementalSAGE(None, loss, len(columns), empty_prediction="imputed",
-                                       **common))
+                                       compile=args.compile, **common))
         elif groups is not None:  # a feature as a whole: one point per category, or "missing"
             feature = args.pdp_feature or next(iter(groups))
             if feature not in groups:
@@ -396,13 +397,28 @@ def make_explainers(args: argparse.Namespace, stream: Stream) -> list[Explainer]
                                  f"{list(groups)} (--explain-columns explains encoded columns)")
             out.append(IncrementalPDP(None, feature, feature_groups=groups,
                                       feature_names=columns, alpha=args.explain_alpha,
-                                      seed=args.seed))
+                                      seed=args.seed, compile=args.compile))
         else:
             feature = args.pdp_feature or columns[0]
             if feature not in columns:
                 raise ValueError(f"--pdp-feature {feature!r} is not a column; columns: {columns}")
             out.append(IncrementalPDP(None, feature, feature_names=columns,
-                                      alpha=args.explain_alpha, seed=args.seed))
+                                      alpha=args.explain_alpha, seed=args.seed,
+                                      compile=args.compile))
+    return out
+
+
+def compile_lines(learner: object, explainers: Sequence[object]) -> list[str]:
+    """What ran compiled under ``--compile``: one line for the learner and each explainer,
+    ``compiled (S s compiling)`` or ``eager, <why>``."""
+    out = []
+    for name, obj in (("learner", learner), *((_name(p), p) for p in explainers)):
+        if not isinstance(obj, CompileSwitch):
+            out.append(f"{name}: eager, a {type(obj).__name__} has no torch module to compile")
+        elif obj.compile_off_reason:
+            out.append(f"{name}: eager, {obj.compile_off_reason}")
+        else:
+            out.append(f"{name}: compiled ({obj.compile_seconds:.1f} s compiling)")
     return out
 
 

@@ -53,8 +53,10 @@ class LearnerOptions:
     """Settings given to a learner by name; ``None``: not given (the learner's own default;
     a model spec standardises its inputs unless ``scale_inputs=False``).
 
-    ``seed`` applies to every learner and ``device`` says where torch learners run (river
-    models always run on the CPU); ``lr``, ``scale_inputs`` and ``on_divergence`` apply only
+    ``seed`` applies to every learner, ``device`` says where torch learners run (river
+    models always run on the CPU) and ``compile`` whether a torch learner (a model spec)
+    compiles its step (``OnlineLearner(compile=True)``; other learners have no torch module to
+    compile and run as they are); ``lr``, ``scale_inputs`` and ``on_divergence`` apply only
     to the learners that use them, and a learner refuses one of them that it would ignore.
     """
 
@@ -63,6 +65,7 @@ class LearnerOptions:
     lr: float | None = None
     scale_inputs: bool | None = None
     on_divergence: str | None = None
+    compile: bool = False
 
     def given(self) -> list[str]:
         """The options given that a learner may not use (``seed`` and ``device`` aside)."""
@@ -152,7 +155,8 @@ def _from_spec(name: str, stream: Stream, options: LearnerOptions) -> BuiltLearn
         raise ValueError(f"{name!r} is an autoencoder spec (unsupervised), not a predictor")
     overrides: dict[str, object] = {
         "seed": options.seed, "schema": stream.schema, "device": options.device or "auto",
-        "scale_inputs": True if options.scale_inputs is None else options.scale_inputs}
+        "scale_inputs": True if options.scale_inputs is None else options.scale_inputs,
+        "compile": options.compile}
     for key in ("lr", "on_divergence"):
         if getattr(options, key) is not None:
             overrides[key] = getattr(options, key)
