@@ -342,28 +342,32 @@ def main() -> None:
     if args.json:
         args.json.write_text(json.dumps({"header": header, "results": results}, indent=1))
     if args.profile and cuda:
-        args.profile.write_text(profile_tables(torch.device("cuda")))
+        args.profile.write_text(profile_tables(torch.device("cuda"), args.compile))
 
 
-def profile_tables(device: torch.device) -> str:
-    """torch.profiler over five steps of each explainer: the ops by host (self CPU) time and by
-    device time, the evidence of where a step's time goes."""
+def profile_tables(device: torch.device, compiled: bool = False) -> str:
+    """torch.profiler over five steps of each explainer (with ``compiled`` also of its
+    compile=True step): the ops by host (self CPU) time and by device time, the evidence of
+    where a step's time goes."""
     out = []
     for kind in ("ipfi", "isage", "ipdp"):
-        step = explainer(kind)(device, False).step
-        for _ in range(3):
-            step()
-        torch.cuda.synchronize()
-        activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
-        with torch.profiler.profile(activities=activities) as prof:
-            for _ in range(5):
+        for compile_ in (False, True) if compiled else (False,):
+            step = explainer(kind)(device, compile_).step
+            for _ in range(3):
                 step()
             torch.cuda.synchronize()
-        table = prof.key_averages()
-        out.append(f"== {kind}: by self CPU time (5 steps)\n"
-                   + table.table(sort_by="self_cpu_time_total", row_limit=15))
-        out.append(f"== {kind}: by device time (5 steps)\n"
-                   + table.table(sort_by="self_cuda_time_total", row_limit=10))
+            activities = [torch.profiler.ProfilerActivity.CPU,
+                          torch.profiler.ProfilerActivity.CUDA]
+            with torch.profiler.profile(activities=activities) as prof:
+                for _ in range(5):
+                    step()
+                torch.cuda.synchronize()
+            table = prof.key_averages()
+            name = kind + (" compile=True" if compile_ else "")
+            out.append(f"== {name}: by self CPU time (5 steps)\n"
+                       + table.table(sort_by="self_cpu_time_total", row_limit=15))
+            out.append(f"== {name}: by device time (5 steps)\n"
+                       + table.table(sort_by="self_cuda_time_total", row_limit=10))
     return "\n".join(out)
 
 

@@ -15,7 +15,7 @@ import torch
 
 import torchstream.explain.isage as isage_module
 from torchstream.explain.imputers import MarginalImputer
-from torchstream.explain.isage import CHUNK_BYTES, IncrementalSAGE
+from torchstream.explain.isage import CHUNK_BYTES, COMPILED_BYTES, IncrementalSAGE
 
 F64 = torch.float64
 D = 7
@@ -215,6 +215,8 @@ def test_default_chunk_follows_the_memory_budget() -> None:
     X = torch.randn(4, d, generator=g)
     assert isage.chunk_rows(X) == CHUNK_BYTES // (d * 4)
     assert isage.chunk_rows(X.double()) == CHUNK_BYTES // (d * 8)
+    # another device (a GPU) takes the larger budget: fewer model calls, each a launch round
+    assert isage.chunk_rows(torch.empty(4, d, device="meta")) == COMPILED_BYTES // (d * 4)
     isage.explain(X, X[:, 0])
     isage.explain(X, X[:, 0])
     rows = CHUNK_BYTES // (d * 4)

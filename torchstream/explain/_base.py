@@ -310,6 +310,8 @@ class LossExplainer(ExplainerBase, PluginBase):
         self._explain(X, y, self.model_fn)
 
     def _explain(self, X: torch.Tensor, y: torch.Tensor, model_fn: ModelFn) -> None:
+        if self._compiled_batch(X, y, model_fn):
+            return
         X, y = self._check_batch(X, y)
         self._check_values(X, y)
         self._place(X)
@@ -332,6 +334,11 @@ class LossExplainer(ExplainerBase, PluginBase):
             storage._update_finite(X)  # X was checked above
         else:
             storage.update(X)
+
+    def _compiled_batch(self, X: torch.Tensor, y: torch.Tensor, model_fn: ModelFn) -> bool:
+        """Explain the batch through a compiled step (``compile=True``); False: run it
+        eagerly (nothing has changed then). No compiled step here."""
+        return False
 
     def _generators(self) -> list[torch.Generator]:
         """The generators :meth:`_contributions` draws from (restored if the batch fails)."""

@@ -49,6 +49,17 @@ class CompiledPath(CompileSwitch):
         )
         return None
 
+    def _compiled_batch(self, X: torch.Tensor, y: torch.Tensor, model_fn: ModelFn) -> bool:
+        """A loss explainer's batch through :meth:`_fused_explain` where the path is on and
+        ``model_fn`` has a torch module; False: the batch runs eagerly."""
+        if not self._compiled_on:
+            return False
+        module = self._module_of(model_fn)
+        return module is not None and self._fused_explain(X, y, module)
+
+    def _fused_explain(self, X: torch.Tensor, y: torch.Tensor, module: nn.Module) -> bool:
+        raise NotImplementedError  # pragma: no cover - per explainer
+
     def _call_compiled(self, key: Hashable, fn: Callable[[], R], saved: Saved = ()) -> R | None:
         """``fn()`` under ``no_grad``; its first call for ``key`` compiles (timed into
         :attr:`compile_seconds`). Where it raises (no compiler, an unsupported model or

@@ -122,24 +122,25 @@ def _checks(X: torch.Tensor, y: torch.Tensor, out: torch.Tensor, cfg: StepConfig
 
 
 def _ema(
-    lam: torch.Tensor, raw: torch.Tensor, sq_dev: torch.Tensor, rn: torch.Tensor,
-    plan: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None, cfg: StepConfig,
+    values: torch.Tensor, raw: torch.Tensor, sq_dev: torch.Tensor, rn: torch.Tensor,
+    plan: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None, alpha: float, decay: float,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The EMA after the rows of ``lam`` (:class:`~torchstream.explain.smoothing.
-    ExponentialSmoother` with at least one value seen; ``rn = (1 - alpha)^n``): the raw value
-    and the EMA of squared deviations from the debiased estimate before each row."""
-    u = lam.to(raw.dtype)
-    a, r = cfg.alpha, 1.0 - cfg.alpha
+    """The EMA after the rows of ``values [B, *raw.shape]`` (:class:`~torchstream.explain.
+    smoothing.ExponentialSmoother` with at least one value seen; ``rn = (1 - alpha)^n``,
+    ``decay = (1 - alpha)^B``, ``plan`` its prefix weights for ``B > 1``): the raw value and
+    the EMA of squared deviations from the debiased estimate before each row."""
+    u = values.to(raw.dtype)
     if plan is None:  # one row
         u = u.view(raw.shape)
         diff = u - raw * (1.0 / (1.0 - rn))
-        return raw * r + a * u, sq_dev * r + a * diff * diff
+        return raw * (1.0 - alpha) + alpha * u, sq_dev * (1.0 - alpha) + alpha * diff * diff
     m, ri, w = plan
+    flat = u.reshape(u.shape[0], -1)
     raw_row = raw.reshape(1, -1)
-    before = ri * raw_row + m @ u  # the raw EMA just before each row
-    dev = (u - before * (1.0 / (1.0 - rn * ri))).square()
-    new_raw = (cfg.decay * raw_row + w @ u).view(raw.shape)
-    new_sq = (cfg.decay * sq_dev.reshape(1, -1) + w @ dev).view(raw.shape)
+    before = ri * raw_row + m @ flat  # the raw EMA just before each row
+    dev = (flat - before * (1.0 / (1.0 - rn * ri))).square()
+    new_raw = (decay * raw_row + w @ flat).view(raw.shape)
+    new_sq = (decay * sq_dev.reshape(1, -1) + w @ dev).view(raw.shape)
     return new_raw, new_sq
 
 
@@ -177,7 +178,7 @@ def ipfi_step(
     ok = _checks(X, y, out, cfg)
     if not cfg.ema:
         return StepResult(lam, raw, sq_dev, ok)
-    new_raw, new_sq = _ema(lam, raw, sq_dev, rn, plan, cfg)
+    new_raw, new_sq = _ema(lam, raw, sq_dev, rn, plan, cfg.alpha, cfg.decay)
     return StepResult(lam, new_raw, new_sq, ok)
 
 

@@ -29,6 +29,7 @@ from typing import NamedTuple
 import torch
 
 from torchstream.compiling import compile_private
+from torchstream.explain._fused import _ema
 from torchstream.typing import ModelFn
 
 __all__ = ["IpdpConfig", "IpdpResult", "compiled_ipdp_step", "ipdp_step"]
@@ -119,29 +120,6 @@ def _checks(X: torch.Tensor, ice: torch.Tensor, cfg: IpdpConfig) -> torch.Tensor
     return ok
 
 
-def _ema(
-    values: torch.Tensor, raw: torch.Tensor, sq_dev: torch.Tensor, rn: torch.Tensor,
-    plan: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None, cfg: IpdpConfig,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """The EMA after the rows of ``values [B, 2, w]`` (:class:`~torchstream.explain.smoothing.
-    ExponentialSmoother` with at least one value seen; ``rn = (1 - alpha)^n``): the raw value
-    and the EMA of squared deviations from the debiased estimate before each row."""
-    a, r = cfg.alpha, 1.0 - cfg.alpha
-    if plan is None:  # one row
-        u = values.view(raw.shape)
-        diff = u - raw * (1.0 / (1.0 - rn))
-        return raw * r + a * u, sq_dev * r + a * diff * diff
-    m, ri, w = plan
-    b = values.shape[0]
-    flat = values.reshape(b, -1)
-    raw_row = raw.reshape(1, -1)
-    before = ri * raw_row + m @ flat  # the raw EMA just before each row
-    dev = (flat - before * (1.0 / (1.0 - rn * ri))).square()
-    new_raw = (cfg.decay * raw_row + w @ flat).view(raw.shape)
-    new_sq = (cfg.decay * sq_dev.reshape(1, -1) + w @ dev).view(raw.shape)
-    return new_raw, new_sq
-
-
 def ipdp_step(
     model: ModelFn,
     X: torch.Tensor,
@@ -175,7 +153,7 @@ def ipdp_step(
     if not cfg.ema:
         return IpdpResult(ice, points, raw, sq_dev, ok)
     values = torch.stack([points.expand(b, m + cfg.n_extra), ice], 1)
-    new_raw, new_sq = _ema(values, raw, sq_dev, rn, plan, cfg)
+    new_raw, new_sq = _ema(values, raw, sq_dev, rn, plan, cfg.alpha, cfg.decay)
     return IpdpResult(ice, points, new_raw, new_sq, ok)
 
 

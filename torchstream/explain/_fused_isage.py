@@ -179,7 +179,7 @@ def isage_step(
     delta = by_position.t().gather(1, rank)  # delta[b, j] = by_position[rank[b, j], b]
     if not step.ema:
         return SageResult(delta, raw, sq_dev, new_empty, ok)
-    new_raw, new_sq = _ema(delta, raw, sq_dev, rn, plan, step)
+    new_raw, new_sq = _ema(delta, raw, sq_dev, rn, plan, step.alpha, step.decay)
     return SageResult(delta, new_raw, new_sq, new_empty, ok)
 
 

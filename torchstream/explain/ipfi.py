@@ -289,13 +289,6 @@ class IncrementalPFI(CompiledPath, LossExplainer):
         return values
 
     # ------------------------------------------------------------------ compiled path
-    def _explain(self, X: torch.Tensor, y: torch.Tensor, model_fn: ModelFn) -> None:
-        if self._compiled_on:
-            module = self._module_of(model_fn)
-            if module is not None and self._fused_explain(X, y, module):
-                return
-        super()._explain(X, y, model_fn)
-
     def _step_config(self, b: int, dtype: torch.dtype) -> StepConfig:
         return loss_step_config(self, b, dtype)
 

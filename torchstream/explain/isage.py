@@ -45,11 +45,14 @@ from torchstream.typing import Imputer, ModelFn, Sampler, Storage
 
 __all__ = ["CHUNK_BYTES", "COMPILED_BYTES", "IncrementalSAGE"]
 
-#: Memory budget of one chunk of the expanded model input when ``chunk_size`` is None: chunks
-#: of ``CHUNK_BYTES // (d * itemsize)`` rows (4 MiB: 1,048 rows of 1,000 float32 features).
+#: Memory budget of one chunk of the expanded model input on the CPU when ``chunk_size`` is
+#: None: chunks of ``CHUNK_BYTES // (d * itemsize)`` rows (4 MiB: 1,048 rows of 1,000 float32
+#: features, a size the CPU's caches hold while the chunk is built and read).
 CHUNK_BYTES = 4 * 2**20
-#: The most bytes of model input the compiled step (``compile=True``) builds at once, a whole
-#: batch in one graph; a larger batch is explained eagerly, chunk by chunk.
+#: The budget of one chunk on another device (a GPU, where every extra model call is another
+#: round of kernel launches and memory is ample), and the most bytes of model input the
+#: compiled step (``compile=True``) builds at once, a whole batch in one graph (a larger batch
+#: is explained eagerly, chunk by chunk).
 COMPILED_BYTES = 256 * 2**20
 #: Integer dtypes that view float values of each width bit for bit (the bitwise select).
 _BIT_VIEWS = {2: torch.int16, 4: torch.int32, 8: torch.int64}
@@ -174,8 +177,9 @@ class IncrementalSAGE(CompiledPath, LossExplainer):
         the explainer's generator (``torch.rand(B, d).argsort(1)``).
     chunk_size
         Rows of the expanded model input per ``model_fn`` call (and per chunk of imputed rows
-        built at once). ``None``: as many as fit in :data:`CHUNK_BYTES` (4 MiB: 1,048 rows at
-        ``d = 1000`` in float32; the whole expanded batch for small ``d``). A custom imputer or
+        built at once). ``None``: as many as fit in :data:`CHUNK_BYTES` on the CPU (4 MiB:
+        1,048 rows at ``d = 1000`` in float32; the whole expanded batch for small ``d``), in
+        :data:`COMPILED_BYTES` (256 MiB) on another device. A custom imputer or
         sampler still gets the whole mask ``[B, G m, d]`` in one ``impute`` call.
     feature_groups
         ``{feature name: encoded column indices}`` (e.g.
@@ -449,13 +453,6 @@ class IncrementalSAGE(CompiledPath, LossExplainer):
             return f"the storage ({type(self.storage).__name__}) is not a built-in reservoir"
         return None
 
-    def _explain(self, X: torch.Tensor, y: torch.Tensor, model_fn: ModelFn) -> None:
-        if self._compiled_on:
-            module = self._module_of(model_fn)
-            if module is not None and self._fused_explain(X, y, module):
-                return
-        super()._explain(X, y, model_fn)
-
     def _step_config(self, b: int, dtype: torch.dtype) -> SageConfig:
         product = cast(MarginalImputer, self.imputer).mode == "product"
         return SageConfig(loss_step_config(self, b, dtype), product,
@@ -588,10 +585,12 @@ class IncrementalSAGE(CompiledPath, LossExplainer):
 
     def chunk_rows(self, X: torch.Tensor) -> int:
         """Rows of the expanded model input per ``model_fn`` call: ``chunk_size``, or (``None``)
-        as many rows of ``X``'s width and dtype as fit in :data:`CHUNK_BYTES`."""
+        as many rows of ``X``'s width and dtype as fit in :data:`CHUNK_BYTES` on the CPU,
+        :data:`COMPILED_BYTES` on another device."""
         if self.chunk_size is not None:
             return self.chunk_size
-        return max(1, CHUNK_BYTES // (X.shape[1] * X.element_size()))
+        budget = CHUNK_BYTES if X.device.type == "cpu" else COMPILED_BYTES
+        return max(1, budget // (X.shape[1] * X.element_size()))
 
     def _buffer(self, n: int, X: torch.Tensor) -> torch.Tensor:
         """A reused input buffer of at least ``n`` rows of ``X``'s width, dtype and device."""
