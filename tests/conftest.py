@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import torch
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -49,3 +50,13 @@ def checkpoint_key_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pa
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("TORCHSTREAM_HOME", str(home))
         yield home
+
+
+@pytest.fixture(scope="session")
+def compiler_works() -> None:
+    """Skip (with the reason) where ``torch.compile`` cannot compile a tiny function."""
+    try:
+        fn = torch.compile(lambda t: t * 2.0 + 1.0, dynamic=False, fullgraph=True)
+        assert torch.equal(fn(torch.ones(3)), torch.full((3,), 3.0))
+    except Exception as exc:  # no C compiler, an unsupported platform
+        pytest.skip(f"torch.compile cannot compile on this machine: {type(exc).__name__}: {exc}")

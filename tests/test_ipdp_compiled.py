@@ -27,6 +27,8 @@ from torchstream.explain.ipdp import IncrementalPDP
 from torchstream.learners.tasks import OnlineRegressor
 from torchstream.models import MLP
 
+import _compiled_cases as compiled_cases
+
 #: x0, x1 numeric, "job" a one-hot block of 3, "v" a nullable numeric (value, indicator).
 NAMES = ["x0", "x1", "job=A", "job=B", "job=C", "v", "v:missing"]
 GROUPS = {"x0": [0], "x1": [1], "job": [2, 3, 4], "v": [5, 6]}
@@ -35,22 +37,8 @@ N_ROWS = 24
 GRID = 5
 
 
-@pytest.fixture(scope="session")
-def compiler_works() -> None:
-    """Skip (with the reason) where ``torch.compile`` cannot compile a tiny function."""
-    try:
-        fn = torch.compile(lambda t: t * 2.0 + 1.0, dynamic=False, fullgraph=True)
-        assert torch.equal(fn(torch.ones(3)), torch.full((3,), 3.0))
-    except Exception as exc:  # no C compiler, an unsupported platform
-        pytest.skip(f"torch.compile cannot compile on this machine: {type(exc).__name__}: {exc}")
-
-
 def mlp(out: int, dtype: torch.dtype, softmax: bool = False) -> nn.Module:
-    torch.manual_seed(0)
-    layers: list[nn.Module] = [nn.Linear(D, 16), nn.Tanh(), nn.Linear(16, out)]
-    if softmax:
-        layers.append(nn.Softmax(dim=1))
-    return nn.Sequential(*layers).to(dtype)
+    return compiled_cases.mlp(out, dtype, softmax, d=D, activation=nn.Tanh)
 
 
 def rows(dtype: torch.dtype) -> torch.Tensor:

@@ -31,34 +31,9 @@ from torchstream.learners.tasks import OnlineRegressor
 from torchstream.losses import BROADCAST_LOSSES, get_loss
 from torchstream.models import MLP
 
-D = 4
-N_BATCHES = 6
+from _compiled_cases import D, N_BATCHES, mlp, stream
+
 GROUPS = {"a": [0, 2], "b": [1], "c": [3]}
-
-
-@pytest.fixture(scope="session")
-def compiler_works() -> None:
-    """Skip (with the reason) where ``torch.compile`` cannot compile a tiny function."""
-    try:
-        fn = torch.compile(lambda t: t * 2.0 + 1.0, dynamic=False, fullgraph=True)
-        assert torch.equal(fn(torch.ones(3)), torch.full((3,), 3.0))
-    except Exception as exc:  # no C compiler, an unsupported platform
-        pytest.skip(f"torch.compile cannot compile on this machine: {type(exc).__name__}: {exc}")
-
-
-def mlp(out: int, dtype: torch.dtype, softmax: bool = False) -> nn.Module:
-    torch.manual_seed(0)
-    layers: list[nn.Module] = [nn.Linear(D, 16), nn.ReLU(), nn.Linear(16, out)]
-    if softmax:
-        layers.append(nn.Softmax(dim=1))
-    return nn.Sequential(*layers).to(dtype)
-
-
-def stream(b: int, dtype: torch.dtype, classes: bool) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    g = torch.Generator().manual_seed(5)
-    X = torch.randn(b * N_BATCHES, D, generator=g, dtype=dtype)
-    y = (X[:, 0] > 0).long() + (X[:, 1] > 1).long() if classes else 2 * X[:, 0] - X[:, 2]
-    return [(X[i : i + b], y[i : i + b]) for i in range(0, X.shape[0], b)]
 
 
 def assert_same(eager: IncrementalSAGE, compiled: IncrementalSAGE, dtype: torch.dtype) -> None:

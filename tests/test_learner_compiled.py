@@ -32,14 +32,7 @@ N_ROWS = 48
 TOL = {"rtol": 1e-5, "atol": 1e-5}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def compiler_works() -> None:
-    """Skip (with the reason) where ``torch.compile`` cannot compile a tiny function."""
-    try:
-        fn = torch.compile(lambda t: t * 2.0 + 1.0, dynamic=False, fullgraph=True)
-        assert torch.equal(fn(torch.ones(3)), torch.full((3,), 3.0))
-    except Exception as exc:  # no C compiler, an unsupported platform
-        pytest.skip(f"torch.compile cannot compile on this machine: {type(exc).__name__}: {exc}")
+pytestmark = pytest.mark.usefixtures("compiler_works")
 
 
 def factory(d: int, k: int) -> nn.Module:

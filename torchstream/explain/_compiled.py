@@ -15,12 +15,14 @@ import torch
 from torch import nn
 
 from torchstream.compiling import CompileSwitch
+from torchstream.explain.smoothing import ExponentialSmoother
 from torchstream.typing import ModelFn
 
 __all__ = ["CompiledPath"]
 
 R = TypeVar("R")
 Saved = tuple[tuple[torch.Generator, torch.Tensor], ...]
+Plan = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 
 
 class CompiledPath(CompileSwitch):
@@ -29,6 +31,23 @@ class CompiledPath(CompileSwitch):
     def _init_compiled(self, compile: bool) -> None:
         super()._init_compiled(compile)
         self._compiled_keys: set[Hashable] = set()
+        self._rn: torch.Tensor | None = None  # (1 - alpha)^n, an input of the compiled steps
+
+    def _ema_inputs(
+        self, smoother: ExponentialSmoother, b: int, fold: bool
+    ) -> tuple[torch.Tensor, Plan | None]:
+        """The smoother's state a compiled step folds ``b`` rows into: ``(1 - alpha)^n`` as a
+        0-d tensor beside its raw value (0 with ``init="first"``: no debiasing) and, where the
+        step folds a batch of ``b > 1`` rows (``fold``), its prefix weights."""
+        raw = smoother.raw
+        rn = self._rn
+        if rn is None or rn.device != raw.device or rn.dtype != raw.dtype:
+            rn = self._rn = torch.zeros((), dtype=raw.dtype, device=raw.device)
+        rn.fill_(0.0 if smoother.init == "first" else (1.0 - smoother.alpha) ** smoother.n)
+        if not fold or b == 1:
+            return rn, None
+        m, ri, w, _, _ = smoother._plan(b)
+        return rn, (m, ri, w)
 
     def _module_of(self, model_fn: ModelFn) -> nn.Module | None:
         """The torch module computing ``model_fn``: a learner's ``network`` (its whole

@@ -397,7 +397,6 @@ class IncrementalPDP(CompiledPath, ExplainerBase, PluginBase):
         self._present_n = 0
         self._init_compiled(compile)
         self._step_fn: Callable[..., IpdpResult] | None = None
-        self._rn: torch.Tensor | None = None  # (1 - alpha)^n, an input of the compiled step
         if self.compile and self.chunk_size is not None:
             self._compile_off("chunk_size is set (the compiled step evaluates a batch in one call)")
 
@@ -723,13 +722,7 @@ class IncrementalPDP(CompiledPath, ExplainerBase, PluginBase):
             z = torch.cat([z, z.new_full((1,), fill)])
         cfg = self._step_config(b, acc)
         smoother = self._ema
-        if self._rn is None or self._rn.device != device or self._rn.dtype != acc:
-            self._rn = torch.zeros((), dtype=acc, device=device)
-        rn = self._rn.fill_((1.0 - self.alpha) ** smoother.n)
-        plan = None
-        if cfg.ema and b > 1:
-            m, ri, w, _, _ = smoother._plan(b)
-            plan = (m, ri, w)
+        rn, plan = self._ema_inputs(smoother, b, cfg.ema)
         if self._step_fn is None:
             self._step_fn = compiled_ipdp_step()
         step_fn = self._step_fn

@@ -187,7 +187,6 @@ class IncrementalPFI(CompiledPath, LossExplainer):
         self._init_compiled(compile)
         self._step_fn: Callable[..., StepResult] | None = None
         self._fused_plans: dict[tuple[Any, ...], tuple[torch.Tensor, ...]] = {}
-        self._rn: torch.Tensor | None = None  # (1 - alpha)^n, an input of the compiled step
         if self.compile and chunk_size is not None:
             self._compile_off("chunk_size is set (the compiled step evaluates a batch in one call)")
 
@@ -333,14 +332,7 @@ class IncrementalPFI(CompiledPath, LossExplainer):
         except BaseException:
             self._restore_generators(saved)
             raise
-        if self._rn is None or self._rn.device != smoother.raw.device:
-            self._rn = torch.zeros((), dtype=smoother.raw.dtype, device=smoother.raw.device)
-        first = smoother.init == "first"  # no debiasing: (1 - alpha)^n read as 0
-        rn = self._rn.fill_(0.0 if first else (1.0 - self.alpha) ** smoother.n)
-        plan = None
-        if cfg.ema and b > 1:
-            m, ri, w, _, _ = smoother._plan(b)
-            plan = (m, ri, w)
+        rn, plan = self._ema_inputs(smoother, b, cfg.ema)
         key = (b, X.dtype, y.dtype, X.device, tuple(source.shape), source.dtype, cfg.ema)
         if self._step_fn is None:
             self._step_fn = compiled_step()

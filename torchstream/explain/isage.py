@@ -369,7 +369,6 @@ class IncrementalSAGE(CompiledPath, LossExplainer):
         self._said_too_big = False
         self._step_fn: Callable[..., SageResult] | None = None
         self._column_groups: dict[torch.device, torch.Tensor] = {}
-        self._rn: torch.Tensor | None = None  # (1 - alpha)^n, an input of the compiled step
         if self.compile:
             reason = self._uncovered()
             if reason is not None:
@@ -524,14 +523,7 @@ class IncrementalSAGE(CompiledPath, LossExplainer):
         except BaseException:
             self._restore_generators(saved)
             raise
-        if self._rn is None or self._rn.device != smoother.raw.device:
-            self._rn = torch.zeros((), dtype=smoother.raw.dtype, device=smoother.raw.device)
-        first = smoother.init == "first"  # no debiasing: (1 - alpha)^n read as 0
-        rn = self._rn.fill_(0.0 if first else (1.0 - self.alpha) ** smoother.n)
-        plan = None
-        if cfg.step.ema and b > 1:
-            m, ri, w, _, _ = smoother._plan(b)
-            plan = (m, ri, w)
+        rn, plan = self._ema_inputs(smoother, b, cfg.step.ema)
         blocks = () if imputed_empty else self._prefix_blocks(b, acc, X.device)
         key = (b, X.dtype, y.dtype, X.device, tuple(data.shape), data.dtype, cfg.step.ema)
         if self._step_fn is None:
