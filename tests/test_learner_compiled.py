@@ -16,14 +16,15 @@ this machine (no C compiler). Shapes are few (d = 4, B = 1 and 8) to keep the co
 from __future__ import annotations
 
 import io
-import pickle
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
 from torch import nn
 
 from torchstream import OnlineLearner
+from torchstream.checkpoint import load_checkpoint, save_checkpoint
 from torchstream.learners.divergence import DivergenceError
 from torchstream.models import MLP
 
@@ -144,7 +145,7 @@ def test_divergence_guard_fires_with_the_eager_message(action: str) -> None:
 
 
 @pytest.mark.filterwarnings("error::RuntimeWarning")
-def test_clone_pickle_and_state_dict_resume() -> None:
+def test_clone_pickle_and_state_dict_resume(tmp_path: Path) -> None:
     X, y = data("classification")
     full = make("classification", True)
     run(full, X, y, 8)
@@ -155,13 +156,16 @@ def test_clone_pickle_and_state_dict_resume() -> None:
     assert clone._get_params()["compile"] is True and clone.compile is True
     assert clone.n_samples_seen == 0 and clone._graphs is None
 
-    copy = pickle.loads(pickle.dumps(first))  # the compiled graphs are not pickled: rebuilt
+    # the whole learner through the signed checkpoint (its pickled part): graphs are rebuilt
+    path = save_checkpoint({"learner": first}, tmp_path / "learner.ckpt")
+    copy = load_checkpoint(path)["learner"]
+    assert isinstance(copy, OnlineLearner)
     assert copy.compile and copy._graphs is None
     buf = io.BytesIO()
     torch.save(first.state_dict(), buf)
     buf.seek(0)
     resumed = make("classification", True)
-    resumed.load_state_dict(torch.load(buf, weights_only=False))
+    resumed.load_state_dict(torch.load(buf, weights_only=True))
     for learner in (copy, resumed):
         run(learner, X[24:], y[24:], 8)
         assert learner.compile_off_reason is None and learner._graphs is not None
