@@ -103,6 +103,28 @@ class CompiledPath(CompileSwitch):
         return out
 
     @staticmethod
+    def _fold_step(
+        smoother: ExponentialSmoother, folded: bool, raw: torch.Tensor, sq_dev: torch.Tensor,
+        values: Callable[[], torch.Tensor], b: int,
+    ) -> None:
+        """Keep a compiled step's EMA: its new ``raw`` and ``sq_dev`` where it folded the ``b``
+        rows itself (``folded``), else the smoother's own update with ``values()``."""
+        if folded:
+            smoother.raw, smoother.sq_dev = raw, sq_dev
+            smoother.n += b
+        else:
+            smoother.update(values())
+
+    def _passed(self, ok: torch.Tensor, saved: Saved) -> bool:
+        """Whether a compiled step's flag ``ok`` passed; if not, the generators ``saved`` before
+        its draws are put back, so that the batch is redone eagerly (raising the usual error
+        naming the row)."""
+        if bool(ok):
+            return True
+        self._restore_generators(saved)
+        return False
+
+    @staticmethod
     def _save_generators(generators: Iterable[torch.Generator]) -> Saved:
         """The states of ``generators``, to put back with :meth:`_restore_generators`."""
         return tuple((g, g.get_state()) for g in generators)

@@ -739,12 +739,9 @@ class IncrementalPDP(CompiledPath, ExplainerBase, PluginBase):
             self._point = point if self._point == point else None
         else:
             self._point = None
-        if cfg.ema:
-            smoother.raw, smoother.sq_dev = res.raw, res.sq_dev
-            smoother.n += b
-        else:
-            width = self.grid_size + self._n_extra
-            smoother.update(torch.stack([res.points.expand(b, width), res.ice], 1))
+        width = self.grid_size + self._n_extra
+        self._fold_step(smoother, cfg.ema, res.raw, res.sq_dev,
+                        lambda: torch.stack([res.points.expand(b, width), res.ice], 1), b)
         self._keep_ice(res.ice, res.points)
         return host
 

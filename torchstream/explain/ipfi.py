@@ -341,16 +341,9 @@ class IncrementalPFI(CompiledPath, LossExplainer):
             module, X, y, source, idx, feat, None if self.groups is None else member,
             smoother.raw, smoother.sq_dev, rn, plan, cfg,
         ), saved)
-        if res is None:
+        if res is None or not self._passed(res.ok, saved):
             return False
-        if not bool(res.ok):  # redo the batch eagerly: it raises the usual error naming the row
-            self._restore_generators(saved)
-            return False
-        if cfg.ema:
-            smoother.raw, smoother.sq_dev = res.raw, res.sq_dev
-            smoother.n += b
-        else:
-            smoother.update(res.lam)
+        self._fold_step(smoother, cfg.ema, res.raw, res.sq_dev, lambda: res.lam, b)
         self.n_batches += 1
         if data is not None:
             storage._update_finite(X)  # X was checked by the flag

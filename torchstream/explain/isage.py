@@ -535,16 +535,9 @@ class IncrementalSAGE(CompiledPath, LossExplainer):
             module, X, y, u, data, idx, sizes, positions, column_group, y_empty, blocks,
             smoother.raw, smoother.sq_dev, rn, plan, cfg,
         ), saved)
-        if res is None:
+        if res is None or not self._passed(res.ok, saved):
             return False
-        if not bool(res.ok):  # redo the batch eagerly: it raises the usual error naming the row
-            self._restore_generators(saved)
-            return False
-        if cfg.step.ema:
-            smoother.raw, smoother.sq_dev = res.raw, res.sq_dev
-            smoother.n += b
-        else:
-            smoother.update(res.delta)
+        self._fold_step(smoother, cfg.step.ema, res.raw, res.sq_dev, lambda: res.delta, b)
         if not imputed_empty:
             self.y_empty = res.y_empty
         self.n_batches += 1
