@@ -84,7 +84,7 @@ def test_real_drift_moves_reliance_from_x0_to_x1(real):
     ev = [c["evidence"] for c in report["changes"][:2]]
     assert ev == sorted(ev, reverse=True) and min(ev) > 1
     assert report["summary"].startswith(
-        "after row 1,500 the model relies more on `x1`, less on `x0`")
+        "after row 1,500 the model relies less on `x0` (ipfi), more on `x1` (ipfi)")
     assert "inputs unchanged" in report["summary"] and "accuracy" in report["summary"]
 
 

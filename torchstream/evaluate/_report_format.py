@@ -10,7 +10,7 @@ from typing import TypedDict, cast
 
 from torchstream.evaluate._report_stats import Column
 
-__all__ = ["Change", "Curve", "Region", "Report", "from_json", "json_safe", "nan_back", "summary",
+__all__ = ["Also", "Change", "Curve", "Region", "Report", "from_json", "json_safe", "nan_back", "summary",
            "to_markdown", "reports_to_json"]
 
 
@@ -66,12 +66,23 @@ class Where(TypedDict):
     regions: list[Region]
 
 
+class Also(TypedDict):
+    """Alarms of a detector that joined a report, at every row from ``first`` to ``last``,
+    and why (``"the same change"``, or that they came while the model adapted to the
+    report's change)."""
+
+    detector: str
+    first: int
+    last: int
+    note: str
+
+
 class Report(TypedDict):
     """A drift report (the JSON shape of :attr:`DriftReporter.reports`)."""
 
     row: int
     detector: str
-    also: list[str]
+    also: list[Also]
     summary: str
     kind: str
     metric: str
@@ -79,6 +90,7 @@ class Report(TypedDict):
     metric_right_after: float
     metric_after: float
     metric_dropped: bool
+    metric_improved: bool
     rows_to_recovery: int | None
     recovered: bool | None
     rows_before: int
@@ -93,7 +105,9 @@ class Report(TypedDict):
 
 _KINDS = {"real": "real drift (the relationship between inputs and label changed)",
           "virtual": "virtual drift (the inputs moved, the reliance did not)",
-          "none": "no change found in reliance or inputs"}
+          "none": "no change found in reliance or inputs",
+          "warm-up": "warm-up (the model was still new: not reported as a drift)",
+          "learning": "learning (better predictions on unchanged inputs: not a drift)"}
 
 
 def _fmt(value: float) -> str:
@@ -117,20 +131,55 @@ def _cost(r: Report) -> str:
     return f"{metric}, not recovered after {r['rows_to_recovery']:,} rows"
 
 
+_WORDS = {"gained": "more", "lost": "less"}
+
+
+def reliance(changes: Sequence[Change]) -> str:
+    """Which explainer says what, feature by feature (changed features only, in the order of
+    ``changes``), e.g. "more on `elevel` (ipfi, isage), less on `age` (isage; ipfi:
+    unchanged)"; "" when no verdict changed."""
+    said: dict[str, dict[str, list[str]]] = {}
+    for c in changes:
+        said.setdefault(c["feature"], {}).setdefault(c["verdict"], []).append(c["explainer"])
+    parts = []
+    for feature, by in said.items():
+        moved = [v for v in ("gained", "lost") if v in by]
+        if not moved:
+            continue
+        if len(moved) == 2:
+            who = "; ".join(f"{e}: {_WORDS[v]}" for v in moved for e in by[v])
+            parts.append(f"`{feature}` both ways ({who})")
+            continue
+        who = ", ".join(by[moved[0]])
+        if by.get("unchanged"):
+            who += "; " + ", ".join(by["unchanged"]) + ": unchanged"
+        parts.append(f"{_WORDS[moved[0]]} on `{feature}` ({who})")
+    return ", ".join(parts)
+
+
 def summary(r: Report) -> str:
-    """One plain-language line, e.g. "after row 5,000 the model relies more on `elevel`, less
-    on `age`; inputs unchanged; accuracy 0.93 → 0.71, recovered after 1,800 rows"."""
-    more = [c["feature"] for c in r["changes"] if c["verdict"] == "gained"]
-    less = [c["feature"] for c in r["changes"] if c["verdict"] == "lost"]
-    parts = ([f"more on {_names(more)}"] if more else []) + \
-        ([f"less on {_names(less)}"] if less else [])
-    reliance = ("the model relies " + ", ".join(parts)) if parts else \
+    """One plain-language line, e.g. "after row 5,000 the model relies more on `elevel` (ipfi,
+    isage), less on `age` (isage; ipfi: unchanged); inputs unchanged; accuracy 0.93 → 0.71,
+    recovered after 1,800 rows"; a ``warm-up`` or ``learning`` report says why it is not a
+    drift."""
+    said = reliance(r["changes"])
+    metric = (f"{r['metric']} {_fmt(r['metric_before'])} → "
+              f"{_fmt(r['metric_right_after'])} right after")
+    if r["kind"] == "warm-up":
+        return (f"alarm at row {r['row']:,} while the model was still new (within the "
+                f"stream's first report window): {metric}; not reported as a drift" +
+                (f" (its reliance changes as it learns: {said})" if said else ""))
+    if r["kind"] == "learning":
+        return (f"after row {r['row']:,} the model is still learning: {metric} on unchanged "
+                f"inputs; not reported as a drift" +
+                (f" (its reliance changes as it converges: {said})" if said else ""))
+    reliance_text = f"the model relies {said}" if said else \
         "the model's feature reliance is unchanged"
-    if not parts and r["kind"] == "real":
-        reliance += " but it predicts the same inputs worse (the relationship changed)"
+    if not said and r["kind"] == "real":
+        reliance_text += " but it predicts the same inputs worse (the relationship changed)"
     moved = [c["feature"] for c in r["changes"] if c["input_moved"]]
     inputs = f"inputs moved: {_names(moved)}" if moved else "inputs unchanged"
-    out = f"after row {r['row']:,} {reliance}; {inputs}; {_cost(r)}"
+    out = f"after row {r['row']:,} {reliance_text}; {inputs}; {_cost(r)}"
     partial = [f for features in r["where"]["partial"].values() for f in features]
     if partial:
         out += f"; ERICS partial drift on {_names(partial)}"
@@ -154,21 +203,30 @@ def to_markdown(reports: Sequence[Report],
     for i, r in enumerate(reports):
         out.append(f"## Row {r['row']:,} ({r['detector']}): {_KINDS.get(r['kind'], r['kind'])}\n")
         out.append(r["summary"] + "\n")
-        if r["also"]:
-            out.append("Also alarmed: " + "; ".join(r["also"]) + ".\n")
+        for also in r["also"]:
+            rows = (f"row {also['first']:,}" if also["first"] == also["last"] else
+                    f"every row from {also['first']:,} to {also['last']:,}")
+            out.append(f"Also alarmed: {also['detector']} at {rows}, {also['note']}.\n")
         out.append(f"Windows: {r['rows_before']:,} rows before the row, {r['rows_after']:,} rows "
                    f"after it (starting {r['settle']:,} rows after it); built in "
                    f"{r['build_ms']:.1f} ms.\n")
+        if r["kind"] == "warm-up":  # nothing to read in the tables of a model still new
+            for caption, path in (figures or {}).get(i, ()):
+                out.append(f"\n![{caption}]({path})")
+            out.append("")
+            continue
+        erics = bool(r["where"]["partial"])  # the column only where an ERICS detector ran
         out.append("| explainer | feature | verdict | before | after | input shift (t) "
-                   "| ERICS partial | PD distance |")
-        out.append("|---|---|---|---|---|---|---|---|")
+                   + ("| ERICS partial " if erics else "") + "| PD distance |")
+        out.append("|---|---|---|---|---|---|" + ("---|" if erics else "") + "---|")
         for c in r["changes"]:
             moved = " (moved)" if c["input_moved"] else ""
+            partial = f" {'yes' if c['partial_drift'] else 'no'} |" if erics else ""
             out.append(
                 f"| {c['explainer']} | {c['feature']} | {c['verdict']} | "
                 f"{_fmt(c['importance_before'])} ± {_fmt(c['bound_before'])} | "
                 f"{_fmt(c['importance_after'])} ± {_fmt(c['bound_after'])} | "
-                f"{_fmt(c['input_shift'])}{moved} | {'yes' if c['partial_drift'] else ''} | "
+                f"{_fmt(c['input_shift'])}{moved} |{partial} "
                 f"{_fmt(c['pdp_distance'])} |")
         out.append("")
         for curve in r["curves"]:

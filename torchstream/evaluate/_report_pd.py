@@ -42,22 +42,17 @@ class _Grid(TypedDict):
 
 
 def pd_grids(rows: torch.Tensor, features: Sequence[str],
-             groups: Mapping[str, Sequence[int]] | None, columns: Sequence[str],
+             groups: Mapping[str, Sequence[int]], columns: Sequence[str],
              grid_size: int) -> dict[str, _Grid]:
-    """The grid of every feature from ``rows [n, d]`` (``groups``: the features' columns;
-    None: one feature per column)."""
+    """The grid of each of ``features`` (a subset of ``groups``, in any order) from
+    ``rows [n, d]``; ``groups`` maps every feature of the explainer to its columns, and each
+    feature's grid is taken from its own columns, never from its position in ``features``."""
     out: dict[str, _Grid] = {}
     X = rows.to(torch.float64)
     qs = torch.linspace(0.05, 0.95, grid_size, dtype=torch.float64)
-    for j, name in enumerate(features):
-        kind: str
-        cols: tuple[int, ...]
-        labels: tuple[str, ...]
-        if groups is None:
-            kind, cols, labels = "numeric", (j,), ()
-        else:
-            spec = _group_spec(name, groups, list(columns))
-            kind, cols, labels = spec.kind, spec.columns, spec.labels
+    for name in features:
+        spec = _group_spec(name, groups, list(columns))
+        kind, cols, labels = spec.kind, spec.columns, spec.labels
         if kind == "categorical":
             k = len(cols)
             values = [[1.0 if c == p else 0.0 for c in range(k)] for p in range(k)]

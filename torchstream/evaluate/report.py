@@ -46,16 +46,29 @@ snapshot summarises. For every feature of every explainer (a feature of several 
   ``pdps``, else the model's PD over the last ``pd_rows`` rows at each end, on the grid taken
   at ``r`` (NaN without a curve).
 
-The report's ``kind`` is ``"real"`` when some verdict is ``"gained"`` or ``"lost"`` (the model's
-reliance changed) or when the metric dropped while no input moved (the same inputs are predicted
-worse: the relationship changed, the PD curves say how), ``"virtual"`` when no verdict changed
-and some input moved, else ``"none"``.
+The report's ``kind``, the first that applies:
+
+* ``"warm-up"``: the alarm came before one ``window`` of rows had passed (``row < window``):
+  the model is new and still learning, so its changing reliance is not a drift of the data;
+* ``"learning"``: the rows right after the alarm are predicted *better* than the before window
+  (``metric_improved``, the mirror of ``metric_dropped``) and no input moved: the model is
+  converging on unchanged data, and a reliance that grows with it is learning, not drift;
+* ``"real"``: some verdict is ``"gained"`` or ``"lost"`` (the model's reliance changed) or the
+  metric dropped while no input moved (the same inputs are predicted worse: the relationship
+  changed, the PD curves say how);
+* ``"virtual"``: no verdict changed and some input moved; else ``"none"``.
+
+The summary of a ``warm-up`` or ``learning`` report says so and calls nothing a drift; its
+changes are still listed in the report.
 ``changes`` are ranked by evidence: changed verdicts first, then by the gap between the
 intervals relative to their combined width, ``|after - before| / (bound_before + bound_after)``.
 ``where`` lists the ERICS partial alerts and the CDLEEDS neighbourhoods that flagged a local
 change in the same span (their centroids and most distinctive columns). A detector's alarm
-within ``window // 4`` rows of an open report's row joins it (listed in ``also``): one change,
-one report (a known drift always opens its own).
+joins an earlier report (listed in its ``also`` with the reason) when it lies within
+``window // 4`` rows of that report's row (the same change), or when that report's row lies in
+the alarm's own before window (the alarm comes while the model adapts to the change: its
+before window would hold rows of both concepts). One change, one report; every alarm is in
+``reports`` as a report's ``row`` or in one ``also`` (a known drift always opens its own).
 
 The cost: ``metric_before`` / ``metric_after`` over the two windows and ``metric_right_after``
 over the rows ``[r, r + min(settle, window))`` (the after window when ``settle`` is 0);
@@ -90,6 +103,7 @@ from torchstream.drift.cdleeds.detector import CDLEEDS
 from torchstream.drift.cdleeds.monitor import LocalChangeMonitor
 from torchstream.drift.erics import ERICS
 from torchstream.evaluate._report_format import (
+    Also,
     Change,
     Curve,
     Region,
@@ -151,7 +165,7 @@ class _Recovery(TypedDict):
 
 class _Pending(_Recovery):
     detector: str
-    also: list[str]
+    also: list[Also]
     curves: list[dict[str, list[float] | list[str]]]
     grids: dict[str, dict[str, object]]
     pd: dict[str, PDCurve]
@@ -164,6 +178,17 @@ class _Built(_Recovery):
 
 #: Called with every report when it is built (e.g. to write it to TensorBoard at its row).
 OnReport = Callable[["Report"], None]
+
+
+def _also(also: list[Also], detector: str, row: int, note: str) -> None:
+    """Record an alarm that joins a report: a run of consecutive rows of one detector with
+    one reason is one entry (every row from ``first`` to ``last`` alarmed)."""
+    last = also[-1] if also else None
+    if (last is not None and last["detector"] == detector and last["note"] == note
+            and last["last"] == row - 1):
+        last["last"] = row
+    else:
+        also.append({"detector": detector, "first": row, "last": row, "note": note})
 
 
 def _curve(pdp: IncrementalPDP) -> dict[str, list[float] | list[str]]:
@@ -370,12 +395,8 @@ class DriftReporter(PluginBase):
         while self._next_known < len(known) and known[self._next_known] < end:
             opened.append((known[self._next_known], "known"))
             self._next_known += 1
-        near = max(1, self.window // 4)
         for row, source in sorted(opened):
-            joined = None if source == "known" else next(
-                (p for p in self._pending if abs(p["row"] - row) <= near), None)
-            if joined is not None:  # one change, several alarms: one report
-                joined["also"].append(f"{source} at row {row:,}")
+            if source != "known" and self._join(row, source):
                 continue
             before = [e for e in self._entries if e["start"] >= row - self.window
                       and e["end"] <= row]
@@ -385,6 +406,26 @@ class DriftReporter(PluginBase):
                                   "grids": grids, "pd": curves, "output": output,
                                   "threshold": self._metric(before)[0], "recovered": None,
                                   "rows_to_recovery": None})
+
+    def _join(self, row: int, source: str) -> bool:
+        """Add a detector's alarm at ``row`` to the report of the change it belongs to, if
+        any: one opened within ``window // 4`` rows of it (the same change), else one whose
+        row lies in this alarm's before window (the alarm comes while the model adapts to that
+        change, and a report of its own would compare against rows of the change)."""
+        near = max(1, self.window // 4)
+        reports: list[_Pending | Report] = [*self._pending, *self.reports]
+        same = next((r for r in reports if abs(r["row"] - row) <= near), None)
+        if same is not None:
+            _also(same["also"], source, row, "the same change")
+            return True
+        during = max((r for r in reports if row - self.window <= r["row"] < row),
+                     key=lambda r: r["row"], default=None)
+        if during is None:
+            return False
+        _also(during["also"], source, row,
+              f"while the model adapts to the change at row {during['row']:,} (the "
+              f"{self.window:,}-row before window of these alarms holds that row)")
+        return True
 
     def _keep_rows(self, X: torch.Tensor) -> None:
         """Write the batch's rows (its last ``pd_rows``) over the oldest of the ring."""
@@ -400,12 +441,14 @@ class DriftReporter(PluginBase):
         """The last ``pd_rows`` rows seen (fewer at the start), in no particular order."""
         return self._ring[: min(self._ring_n, self.pd_rows)]
 
-    def _features(self) -> tuple[list[str], dict[str, list[int]] | None]:
-        """The features of the first explainer and their columns (None: one per column)."""
+    def _features(self) -> tuple[list[str], dict[str, list[int]]]:
+        """The features of the first explainer and the columns of each (without groups, the
+        feature at position ``j`` is column ``j``)."""
         explainer = self.explainers[0]
         groups = getattr(explainer, "groups", None)
         if groups is None:
-            return list(explainer.feature_names), None
+            names = list(explainer.feature_names)
+            return names, {n: [j] for j, n in enumerate(names)}
         return list(groups.names), {n: list(m) for n, m in zip(groups.names, groups.members)}
 
     def _pd_now(self, grids: Mapping[str, object] | None = None, output: int | None = None
@@ -563,7 +606,9 @@ class DriftReporter(PluginBase):
                             ([e["sums"] for e in after], [e["squares"] for e in after], n_a),
                             z_quantile(self.level, n_inputs))
         near = max(1, w // 4)
-        partial: dict[str, list[str]] = {}
+        partial: dict[str, list[str]] = {  # every ERICS detector: checked, even with no alert
+            name: [] for name, d in zip(self.detector_names, self.detectors)
+            if isinstance(d, ERICS)}
         for r, det, feature in self._partial:
             if row - near <= r < a0 + near and feature not in partial.setdefault(det, []):
                 partial[det].append(feature)
@@ -611,9 +656,14 @@ class DriftReporter(PluginBase):
         m_f, se_f = self._metric([e for e in self._entries
                                   if e["start"] >= row and e["end"] <= row + first])
         worse = (m_b - m_f) if self._task != "regression" else (m_f - m_b)
-        z_metric = z_quantile(self.level, 1)
-        dropped = bool(math.isfinite(worse) and worse > z_metric * math.hypot(se_b, se_f))
-        if changed or (dropped and not shift.any_moved):
+        margin = z_quantile(self.level, 1) * math.hypot(se_b, se_f)
+        dropped = bool(math.isfinite(worse) and worse > margin)
+        improved = bool(math.isfinite(worse) and -worse > margin)
+        if row < w:
+            kind = "warm-up"  # fewer than one window of rows before it: the model is new
+        elif improved and not shift.any_moved:
+            kind = "learning"  # better on the same inputs: convergence, not a change of data
+        elif changed or (dropped and not shift.any_moved):
             kind = "real"  # the reliance changed, or the same inputs are now predicted worse
         else:
             kind = "virtual" if shift.any_moved else "none"
@@ -622,7 +672,7 @@ class DriftReporter(PluginBase):
             "summary": "", "kind": kind,
             "metric": "accuracy" if self._task != "regression" else "squared error",
             "metric_before": m_b, "metric_right_after": m_f, "metric_after": m_a,
-            "metric_dropped": dropped,
+            "metric_dropped": dropped, "metric_improved": improved,
             "rows_to_recovery": pending["rows_to_recovery"], "recovered": pending["recovered"],
             "rows_before": n_b, "rows_after": n_a, "settle": self.settle,
             "inputs_moved": shift.any_moved, "changes": changes, "curves": curves,
