@@ -75,11 +75,11 @@ def test_run_explains_features_by_default(tmp_path, capsys, mixed_csv):
     assert "ipdp/colour: importance" in out
     assert result["explanations"]["ipdp/colour"]["importance"] > 0
     runs = _runs(tmp_path / "logs")
-    assert runs == {"mlp"} | {f"{e}/{f}" for e in ("ipfi", "isage") for f in ("colour", "size")}
+    assert runs == {"mlp"} | {f"feature/{f}" for f in ("colour", "size")}
     mux = EventMultiplexer(size_guidance={"scalars": 0})
     mux.AddRunsFromDirectory(str(tmp_path / "logs"))
     mux.Reload()
-    last = mux.Scalars("ipfi/colour", "importance/ipfi")[-1]
+    last = mux.Scalars("feature/colour", "importance/ipfi")[-1]
     assert last.step == 400 and last.value == pytest.approx(result["explanations"]["ipfi"]
                                                             ["colour"], rel=1e-5)
 
@@ -94,8 +94,7 @@ def test_explain_columns_keeps_encoded_columns(tmp_path, capsys, mixed_csv):
         assert set(result["explanations"][explainer]) == set(COLUMNS)
         assert set(_printed(out, explainer)) == set(COLUMNS)
     runs = _runs(tmp_path / "logs")
-    assert runs == {"mlp"} | {f"{e}/{escape_run_name(c)}" for e in ("ipfi", "isage")
-                              for c in COLUMNS}
+    assert runs == {"mlp"} | {f"feature/{escape_run_name(c)}" for c in COLUMNS}
 
 
 def test_one_column_features_print_no_grouping_line(tmp_path, capsys):
@@ -140,5 +139,4 @@ def test_adult_end_to_end_by_feature(tmp_path, capsys, adult_csv):
     assert result["n_rows"] == 2000
     for explainer in ("ipfi", "isage"):
         assert list(result["explanations"][explainer]) == list(groups)
-    assert _runs(logdir) == {"mlp"} | {f"{e}/{escape_run_name(g)}" for e in ("ipfi", "isage")
-                                       for g in groups}
+    assert _runs(logdir) == {"mlp"} | {f"feature/{escape_run_name(g)}" for g in groups}

@@ -134,7 +134,6 @@ def test_runner_hook_ignores_labels():
         "erics/ma",
         "erics/drift_statistic",
         "erics/threshold",
-        "erics/drift",
         "erics/partial_drifts",
     }
     assert out["erics/ma"] == b.erics.ma and out["erics/ma"] > 0

@@ -233,5 +233,6 @@ def test_erics_as_runner_plugin():
     assert erics.alert_steps == twin.alert_steps and any(30 <= t < 35 for t in erics.alert_steps)
     assert history.values("erics/ma") == pytest.approx(list(twin.ma_trace), abs=0)
     assert [
-        s for s, v in zip(history.steps("erics/drift"), history.values("erics/drift")) if v == 1.0
-    ] == [(t + 1) * B for t in erics.alert_steps]  # logged at the rows seen
+        s for s, v in zip(history.steps("alarms/erics"), history.values("alarms/erics"))
+        if v == 1.0
+    ] == [(t + 1) * B - 1 for t in erics.alert_steps] == erics.alerts  # at the alerts' rows

@@ -64,18 +64,19 @@ def test_explainer_charts_in_the_browser(tmp_path):
     d = len(columns)
     with serve_tensorboard(tmp_path / "logs") as url:
         # custom scalars: the explainers' category first, one chart per explainer holding one
-        # series (a run named after the feature) per feature
+        # series (a run named after the feature) per feature and the known drift's marker
         # (a tall window, so that every chart is rendered, not only those in view)
-        runs = [f"demo/{e}/{c}" for e in ("ipfi", "isage") for c in columns]
+        runs = [f"demo/feature/{c}" for c in columns]
+        m = d + 1
         text = dashboard_text(url, dashboard="custom_scalars",
-                              wait_for=["importance", "metrics", "ipfi", "isage", f"Matches ({d})"],
-                              ready=lambda t: t.count(f"Matches ({d})") == 2,
+                              wait_for=["importance", "metrics", "ipfi", "isage", f"Matches ({m})"],
+                              ready=lambda t: t.count(f"Matches ({m})") == 2,
                               screenshot=tmp_path / "custom_scalars.png", size=(1400, 2200))
         lines = text.splitlines()
         assert "ipfi" in lines and "isage" in lines and "accuracy" in lines
         assert lines.index("importance") < lines.index("metrics")
-        assert lines.count(f"Matches ({d})") == 2  # one series per feature, twice
-        assert {f"demo/{e}/{c}" for e in ("ipfi", "isage") for c in columns} <= set(lines)
+        assert lines.count(f"Matches ({m})") == 2  # one series per feature and the drift, twice
+        assert set(runs) <= set(lines)
         assert "demo/mlp" in lines and "." not in lines
         # time series: one group "importance" with one card per explainer; each card's data
         # table holds every feature's run, at the last step: the number of rows (400)

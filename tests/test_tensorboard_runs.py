@@ -59,8 +59,8 @@ def explained(tmp_path_factory) -> tuple[Path, list[str], AlarmAt]:
     columns = list(stream.schema.columns)
     learner = OnlineLearner(lambda d, k: MLP(d, k, hidden=(8,)), lr=0.01, scale_inputs=True,
                             seed=0)
-    detector = AlarmAt((200, 232))  # alert rows 207 and 239: rows seen 208 (between logged
-    #                                 steps) and 240 (a logged step)
+    detector = AlarmAt((200, 232))  # alert rows 207 (between logged steps) and 239 (the last
+    #                                 row of a logged batch: rows seen 240)
     plugins = [IncrementalPFI(None, "cross_entropy", len(columns), feature_names=columns,
                               alpha=0.05, seed=0),
                IncrementalSAGE(None, "cross_entropy", len(columns), feature_names=columns,
@@ -81,12 +81,14 @@ LOGGED = list(range(BATCH * LOG_EVERY, N + 1, BATCH * LOG_EVERY))  # rows seen: 
 def test_one_run_per_feature_under_the_explainer_tag(explained):
     logdir, columns, _ = explained
     runs = _runs(logdir)
-    expected = {"mlp"} | {f"{e}/{c}" for e in ("ipfi", "isage") for c in columns}
+    # one run per feature (TensorBoard colours by run: a feature has one colour in every
+    # explainer's chart), one tag per explainer in it
+    expected = {"mlp"} | {f"feature/{c}" for c in columns}
     assert set(runs) == expected and "." not in runs
     for explainer in ("ipfi", "isage"):
         for c in columns:
-            acc = runs[f"{explainer}/{c}"]
-            assert acc.Tags()["scalars"] == [f"importance/{explainer}"]
+            acc = runs[f"feature/{c}"]
+            assert sorted(acc.Tags()["scalars"]) == ["importance/ipfi", "importance/isage"]
             steps = [e.step for e in acc.Scalars(f"importance/{explainer}")]
             # steps are rows seen; the first batch only fills the explainer's storage
             assert steps == LOGGED and steps[-1] == N
@@ -95,16 +97,22 @@ def test_one_run_per_feature_under_the_explainer_tag(explained):
     assert [e.step for e in runs["mlp"].Scalars("metrics/accuracy/cumulative")] == LOGGED
 
 
-def test_alarm_series_is_one_at_the_alarm_rows(explained):
+def test_alarm_and_drift_series_are_one_at_their_rows(explained):
+    """One numbering of rows: an alarm at row 207 (as the detector, the command line and the
+    report say) is drawn at step 207; 0 at the last row of each logged batch."""
     logdir, _, detector = explained
     assert detector.alerts == [207, 239]
     acc = _runs(logdir)["mlp"]
     points = [(e.step, e.value) for e in acc.Scalars("alarms/alarm_at2")]
     ones = [s for s, v in points if v == 1.0]
-    assert ones == [a + 1 for a in detector.alerts] == [208, 240]
+    assert ones == detector.alerts
     zeros = [s for s, v in points if v == 0.0]
-    assert zeros == [s for s in LOGGED if s != 240]
+    assert zeros == [s - 1 for s in LOGGED if s - 1 != 239]
     assert [s for s, _ in points] == sorted(s for s, _ in points)  # in order of rows
+    assert len({s for s, _ in points}) == len(points)  # one value a row
+    drift = [(e.step, e.value) for e in acc.Scalars("drifts/known")]
+    assert [s for s, v in drift if v == 1.0] == [DRIFT]
+    assert [s for s, v in drift if v == 0.0] == [s - 1 for s in LOGGED]
 
 
 def test_figure_and_alarm_table(explained):
@@ -114,7 +122,7 @@ def test_figure_and_alarm_table(explained):
     assert [e.step for e in acc.Images(FIGURE_TAG)] == [160, 320, 400]
     (*_, last) = acc.Tensors("alarms/text_summary")
     table = last.tensor_proto.string_val[0].decode()
-    assert "| known drifts | 200 |" in table and "| alarms of alarm_at2 | 208, 240 |" in table
+    assert "| known drifts | 200 |" in table and "| alarms of alarm_at2 | 207, 239 |" in table
 
 
 def test_layout_puts_the_explainers_first(explained):
@@ -123,9 +131,12 @@ def test_layout_puts_the_explainers_first(explained):
     layout = Layout.FromString(acc.Tensors("custom_scalars__config__")[-1]
                                .tensor_proto.string_val[0])
     titles = [c.title for c in layout.category]
-    assert titles[:2] == ["importance", "alarms"] and "metrics" in titles
+    assert titles[:3] == ["importance", "alarms", "drifts"] and "metrics" in titles
     charts = {c.title: list(c.multiline.tag) for c in layout.category[0].chart}
-    assert charts == {"ipfi": ["^importance/ipfi$"], "isage": ["^importance/isage$"]}
+    # each explainer's chart draws the markers on the importances' row axis
+    markers = ["^drifts/known$", "^alarms/alarm_at2$"]
+    assert charts == {"ipfi": ["^importance/ipfi$", *markers],
+                      "isage": ["^importance/isage$", *markers]}
 
 
 @pytest.mark.parametrize("name", ["price/m²", "a%2Fb", "..", ".", ".hidden", "x\\y", "tab\tx",
@@ -149,10 +160,10 @@ def test_odd_feature_names_become_escaped_runs(tmp_path):
         for step in (10, 20):
             sink.log_scalars(step, {"ipfi/price/m²": 0.5, "ipfi/..": 0.25, "loss": 1.0})
     runs = _runs(tmp_path)
-    assert set(runs) == {"run", "ipfi/price%2Fm%C2%B2", "ipfi/%2E."}
+    assert set(runs) == {"run", "feature/price%2Fm%C2%B2", "feature/%2E."}
     features = {unescape_run_name(r.split("/", 1)[1]) for r in runs if r != "run"}
     assert features == {"price/m²", ".."}
-    acc = runs["ipfi/price%2Fm%C2%B2"]
+    acc = runs["feature/price%2Fm%C2%B2"]
     assert [(e.step, e.value) for e in acc.Scalars("importance/ipfi")] == [(10, 0.5), (20, 0.5)]
 
 

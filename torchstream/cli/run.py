@@ -90,7 +90,7 @@ def add_parser(
     run.add_argument("--logdir",
                      help="TensorBoard directory of the run (default: runs/<stream>-<model>-"
                           "<time>); it holds the runs <model> (metrics, loss, alarms, figures) "
-                          "and <explainer>/<feature> (one per feature)")
+                          "and feature/<feature> (one per feature, a tag per explainer)")
     run.add_argument("--log-every", type=int, default=10, help="log scalars every N batches")
     run.add_argument("--checkpoint",
                      help="checkpoint file written every --checkpoint-every batches")
@@ -248,7 +248,11 @@ def run_command(args: argparse.Namespace) -> int:
         for line in compile_lines(learner, explainers):
             print(line)
     if stream.drift_positions:
-        print(f"known drifts at rows {list(stream.drift_positions)}")
+        passed = [r for r in stream.drift_positions if r < runner.position]
+        later = [r for r in stream.drift_positions if r >= runner.position]
+        print(f"known drifts at rows {passed}" + (
+            f" (the stream's drifts at rows {later} lie beyond the run's {runner.position:,} "
+            "rows)" if later else ""))
     for det in monitors.detectors:
         print(f"{_name(det)} alarms at rows {list(det.alerts)}")
     if monitors.reporter is not None:
@@ -268,9 +272,10 @@ def run_command(args: argparse.Namespace) -> int:
 def tensorboard_sink(logdir: str, model: str, plugins: Sequence[Explainer], *,
                      figure_every: int) -> TensorBoardSink:
     """The run's TensorBoard runs: the main one named after the model, ``<logdir>/<model>``;
-    one per feature of each per-feature explainer (iPFI, iSAGE), ``<logdir>/<explainer>/
-    <feature>``; the figure of the explanations over rows with the drifts and alarms every
-    ``figure_every`` rows and at the end."""
+    one per explained feature, ``<logdir>/feature/<feature>`` (its tags
+    ``importance/<explainer>`` of each per-feature explainer, iPFI, iSAGE); the figure of the
+    explanations over rows with the drifts and alarms every ``figure_every`` rows and at the
+    end."""
     explainers = [_name(p) for p in plugins if not isinstance(p, IncrementalPDP)]
     run = model if model not in explainers else f"model_{model}"
     return TensorBoardSink(logdir, run=run, explainers=explainers,

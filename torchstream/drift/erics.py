@@ -654,15 +654,15 @@ class ERICS(PluginBase):
     # ------------------------------------------------------------------ plug-in
     def on_batch(self, batch: BatchView) -> dict[str, float]:
         """Runner hook: the head learns from the batch, then the ERICS update. Returns
-        ``erics/ma``, ``erics/drift_statistic``, ``erics/threshold``, ``erics/drift`` (1.0 on a
-        reported alert) and ``erics/partial_drifts`` (the number of features flagged; of
-        feature groups with ``feature_groups``)."""
+        ``erics/ma``, ``erics/drift_statistic``, ``erics/threshold`` and
+        ``erics/partial_drifts`` (the number of features flagged; of feature groups with
+        ``feature_groups``); the alarms are logged by the runner at their rows
+        (``alarms/<name>``)."""
         self.learn(batch.X, batch.y, start=batch.start)
         out = {
             "erics/ma": self.ma,
             "erics/drift_statistic": self.drift_statistic,
             "erics/threshold": self.threshold,
-            "erics/drift": 1.0 if self.drift_detected else 0.0,
         }
         if self.partial:
             out["erics/partial_drifts"] = float(self.partial_detected.numel())

@@ -46,8 +46,8 @@ class ErrorDetector(DriftDetectorBase):
     >>> det = ErrorDetector(drift.binary.DDM())
     >>> p = torch.tensor([[0.9, 0.1]]).expand(600, 2)
     >>> y = torch.cat([torch.zeros(300), torch.ones(300)]).long()
-    >>> det.on_batch(Batch(0, 0, torch.zeros(600, 1), y, p, None))["drift"]
-    1.0
+    >>> det.on_batch(Batch(0, 0, torch.zeros(600, 1), y, p, None)); det.drift_detected
+    True
     >>> det.alerts  # the first wrong prediction
     [300]
     >>> alone = ErrorDetector(drift.binary.DDM())  # outside a run: rows counted from 0
@@ -103,12 +103,13 @@ class ErrorDetector(DriftDetectorBase):
                 self.drift_detected = True
                 self.alerts.append(first + i)
 
-    def on_batch(self, batch: BatchView) -> dict[str, float]:
-        """Update the detector with every row of the batch; ``drift`` is 1.0 if any alarmed."""
+    def on_batch(self, batch: BatchView) -> None:
+        """Update the detector with every row of the batch (the runner logs the alarms at
+        their rows, ``alarms/<name>``: no per-batch scalar, which logging every few batches
+        would sample)."""
         self.update(batch.y, batch.y_pred, start=batch.start)
         if self.drift_detected and (not self.drift_steps or self.drift_steps[-1] != batch.step):
             self.drift_steps.append(int(batch.step))
-        return {"drift": 1.0 if self.drift_detected else 0.0}
 
     def state_dict(self) -> dict[str, object]:
         return {"detector": copy.deepcopy(self.detector), "drift_detected": self.drift_detected,

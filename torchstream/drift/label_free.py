@@ -190,7 +190,6 @@ class LabelFreeERICS(PluginBase):
             "erics/ma": er.ma,
             "erics/drift_statistic": er.drift_statistic,
             "erics/threshold": er.threshold,
-            "erics/drift": 1.0 if er.drift_detected else 0.0,
             "erics/partial_drifts": float(er.partial_detected.numel()),
         }
 

@@ -21,10 +21,12 @@ step. A run can be stopped after any step and resumed from its ``state_dict()`` 
 results.
 
 The sinks' step is the number of stream rows seen after the batch (:attr:`Evaluator.position`,
-pre-training included), so a drift at row 5,000 shows at 5,000 whatever the batch size. A
-plug-in with ``alerts`` (a drift detector, alerts in rows) adds ``alarms/<name>``: 0 at every
-logged step, and 1 at each alert, logged at the alert's row + 1 (the rows seen through the
-alerting row) also between logged steps. The per-step records keep the batch index.
+pre-training included), so a drift at row 5,000 shows at 5,000 whatever the batch size. Rows
+are numbered from 0 everywhere (the stream's known drifts, a detector's ``alerts``, the
+printed lines, the drift report): a plug-in with ``alerts`` (a drift detector) adds
+``alarms/<name>``, 1 at each alert's row (also between logged steps) and 0 at the last row of
+each logged batch, and a stream with known drifts adds ``drifts/known`` the same way, so an
+alarm at row 767 is drawn at step 767. The per-step records keep the batch index.
 """
 
 from __future__ import annotations
@@ -78,7 +80,8 @@ class RunResult:
     that step's test rows, NaN where it did not test, and the test / train seconds): a list of
     the records kept in memory, or a :class:`~torchstream.evaluate.records.RecordFile` that
     reads ``records_path`` when used. ``records_dropped`` counts the older records the
-    in-memory window dropped (``Evaluator(max_records=...)``).
+    in-memory window dropped (``Evaluator(max_records=...)``). ``stopped``: the run's
+    ``should_stop`` callback ended it before its last step.
     """
 
     n_rows: int
@@ -90,6 +93,7 @@ class RunResult:
     predictors: list[str] = field(default_factory=list)
     records_path: str | None = None
     records_dropped: int = 0
+    stopped: bool = False
     _warned: bool = field(default=False, init=False, repr=False, compare=False)
 
     @property
@@ -384,8 +388,11 @@ class Evaluator:
         *,
         checkpoint_every: int | None = None,
         checkpoint_path: str | os.PathLike[str] | None = None,
+        should_stop: Callable[[], bool] | None = None,
     ) -> RunResult:
-        """Run ``steps`` more steps (default: to the end of the stream)."""
+        """Run ``steps`` more steps (default: to the end of the stream). ``should_stop`` is
+        asked before each step; when it answers True the run ends there, between two steps (a
+        state to checkpoint and resume exactly), and ``RunResult.stopped`` is True."""
         if checkpoint_every is not None and checkpoint_path is None:
             raise ValueError("checkpoint_every needs a checkpoint_path")
         n = self.stream.n_samples
@@ -419,11 +426,15 @@ class Evaluator:
         bar = _progress(total, self.progress, self.stream.name)
         first_step = self.step
         saved: str | None = None
+        stopped = False
         try:
             for X, y in batches:
-                seen = self._alert_counts()
+                if should_stop is not None and should_stop():
+                    stopped = True
+                    break
+                seen, first = self._alert_counts(), self.position
                 scalars = self._one_step(X, y, last=self.step == last_step)
-                self._log_scalars(scalars, seen)
+                self._log_scalars(scalars, seen, first)
                 if self.figure_every and self.step % self.figure_every == 0:
                     self._log_figures()
                 if bar is not None:
@@ -441,11 +452,12 @@ class Evaluator:
             self.records.flush()
             for sink in self._sinks:
                 sink.flush()
-        if self.step == first_step and self.position <= self.n_pretrain:
+        if not stopped and self.step == first_step and self.position <= self.n_pretrain:
             raise ValueError(f"stream {self.stream.name!r} yielded no rows to evaluate")
         path = None if self.records.path is None else str(self.records.path)
         return RunResult(self.position, self.step, self.seconds, self.results(), saved,
-                         self.records.rows(), list(self.names), path, self.records.n_dropped)
+                         self.records.rows(), list(self.names), path, self.records.n_dropped,
+                         stopped)
 
     def _pretrain(self, device: Any, dtype: torch.dtype) -> None:
         for X, y in self.stream.batches(self.n_pretrain - self.position, device=device,
@@ -567,24 +579,30 @@ class Evaluator:
         """How many alerts each plug-in with ``alerts`` has raised (None: not a detector)."""
         return [None if d is None else len(d.alerts) for d in self._detectors]
 
-    def _log_scalars(self, scalars: dict[str, float] | None, seen: list[int | None]) -> None:
-        """Send a step's scalars to the sinks at the rows seen, with the detectors' alarm
-        series: 1 at each new alert's row + 1 (between logged steps too), else 0."""
+    def _log_scalars(self, scalars: dict[str, float] | None, seen: list[int | None],
+                     start: int) -> None:
+        """Send a step's scalars to the sinks at the rows seen, and the marker series of the
+        detectors' alarms and the stream's known drifts in row numbers: 1 at each row passed
+        in this batch (between logged steps too) and, at a logged step, 0 at the batch's last
+        row when that row is not marked (each row one value: no two values at one step)."""
         if not self._sinks:
             return
-        alarms: dict[str, float] = {}
+        last = self.position - 1  # the batch's rows: start .. last
+        marks: dict[str, set[int]] = {}
+        if self.stream.drift_positions:
+            marks["drifts/known"] = {int(r) for r in self.stream.drift_positions
+                                     if start <= r <= last}
         for pname, d, before in zip(self.plugin_names, self._detectors, seen):
-            if d is None or before is None:
-                continue
-            tag = f"alarms/{pname}"
-            rows = sorted({int(a) + 1 for a in list(d.alerts)[before:]})
-            for row in rows:
-                if scalars is None or row != self.position:
-                    for sink in self._sinks:
-                        sink.log_scalars(row, {tag: 1.0})
-            alarms[tag] = 1.0 if self.position in rows else 0.0
+            if d is not None and before is not None:
+                marks[f"alarms/{pname}"] = {int(a) for a in list(d.alerts)[before:]}
+        for tag, rows in marks.items():
+            points = {row: 1.0 for row in rows}
+            if scalars is not None and last not in points:
+                points[last] = 0.0
+            for row in sorted(points):
+                for sink in self._sinks:
+                    sink.log_scalars(row, {tag: points[row]})
         if scalars is not None:
-            scalars.update(alarms)
             for sink in self._sinks:
                 sink.log_scalars(self.position, scalars)
 

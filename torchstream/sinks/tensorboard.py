@@ -5,25 +5,27 @@ text, and (with a drawing function) the explanations over rows with the drifts.
 writes several runs under ``logdir`` (names escaped by
 :func:`~torchstream.sinks.base.escape_run_name`, one directory level each)::
 
-    <logdir>/<run>                     the main run: metrics, loss, alarms, plug-in scalars,
-                                       hparams, config and alarm table, figures
-    <logdir>/<explainer>/<feature>     tag importance/<explainer>: one run per feature
+    <logdir>/<run>                     the main run: metrics, loss, alarms, known drifts,
+                                       plug-in scalars, hparams, config and alarm table, figures
+    <logdir>/feature/<feature>         tag importance/<explainer>: one run per feature
     <logdir>/<predictor>               the metrics of one predictor, tag <category>/<chart>
 
 * an explainer named in ``explainers`` logs ``"<explainer>/<feature>"`` (a feature name may hold
-  ``/``); that series goes to the run ``<explainer>/<feature>`` under the tag
-  ``importance/<explainer>``, so the Scalars tab shows one chart per explainer with one named,
-  coloured line per feature on a shared y-axis;
+  ``/``); that series goes to the run ``feature/<feature>`` under the tag
+  ``importance/<explainer>``, so the Scalars tab shows one chart per explainer with one named
+  line per feature on a shared y-axis, and a feature has the same colour in every explainer's
+  chart (TensorBoard colours by run);
 * a tag ``"<category>/<chart>/<predictor>"`` of a predictor named in ``predictors`` goes to the
   run ``<predictor>`` as ``"<category>/<chart>"``: the predictors overlay in one chart;
-* ``alarms/<detector>`` (1 where the detector alarmed, 0 otherwise) and every other tag stay in
-  the main run.
+* ``alarms/<detector>`` and ``drifts/known`` (1 at an alarm's or known drift's row) and every
+  other tag stay in the main run; in the custom-scalars layout each explainer's chart also
+  draws them, on the same row axis as the importances.
 
 Steps are what the caller gives: the runner gives the number of stream rows seen.
 
 * **Custom-scalars layout** (the CUSTOM SCALARS tab), categories in this order: ``importance``
   (one multiline chart per explainer, matching ``^importance/<explainer>$`` in all its feature
-  runs), ``alarms``, then one multiline chart per chart of the tag convention of
+  runs, and every ``alarms/`` and ``drifts/`` tag), ``alarms``, ``drifts``, then one multiline chart per chart of the tag convention of
   :mod:`torchstream.sinks.base` (e.g. ``metrics/accuracy/cumulative`` and
   ``metrics/accuracy/window`` share the chart ``accuracy`` in category ``metrics``). Each series
   is the exact-match regex of its tag. The plugin reads only the *latest* layout of a run, so
@@ -150,7 +152,10 @@ class ExplanationLog:
 ExplanationFigures = Callable[[ExplanationLog], Mapping[str, Figure]]
 
 ALARMS = "alarms"
+DRIFTS = "drifts"
 IMPORTANCE = "importance"
+#: The directory under ``logdir`` holding one run per explained feature.
+FEATURE_RUNS = "feature"
 
 
 class TensorBoardSink:
@@ -169,8 +174,8 @@ class TensorBoardSink:
     ...         sink.log_config({"model": {"hidden": [64]}, "lr": 0.01})
     ...         sink.log_scalars(10, {"metrics/accuracy/cumulative": 1.0, "ipfi/age": 0.5})
     ...         sink.log_scalars(20, {"metrics/accuracy/cumulative": 0.5, "ipfi/a/b": 0.1})
-    ...     sorted(os.listdir(logdir)), sorted(os.listdir(os.path.join(logdir, "ipfi")))
-    (['ipfi', 'run'], ['a%2Fb', 'age'])
+    ...     sorted(os.listdir(logdir)), sorted(os.listdir(os.path.join(logdir, "feature")))
+    (['feature', 'run'], ['a%2Fb', 'age'])
     >>> sink.state_dict()["tags"]
     ['metrics/accuracy/cumulative', 'ipfi/age', 'ipfi/a/b']
     """
@@ -195,8 +200,12 @@ class TensorBoardSink:
         clash = set(self.explainers) & set(self.predictors)
         if clash:
             raise ValueError(f"names {sorted(clash)} are both explainers and predictors")
-        if run in self.predictors or run in self.explainers:
-            raise ValueError(f"the main run {run!r} has the name of a predictor or explainer")
+        if run in self.predictors or run in self.explainers or run == FEATURE_RUNS:
+            raise ValueError(f"the main run {run!r} has the name of a predictor or explainer "
+                             f"(or of the features' directory {FEATURE_RUNS!r})")
+        if FEATURE_RUNS in self.predictors:
+            raise ValueError(f"a predictor may not be named {FEATURE_RUNS!r} (the features' "
+                             "directory)")
         if figure_every is not None and (isinstance(figure_every, bool)
                                          or operator.index(figure_every) < 1):
             raise ValueError(f"figure_every must be an integer >= 1, got {figure_every!r}")
@@ -329,11 +338,11 @@ class TensorBoardSink:
         >>> sink = TensorBoardSink.__new__(TensorBoardSink)
         >>> sink.run, sink.explainers, sink.predictors = "run", ("ipfi",), ("probit",)
         >>> sink.route("ipfi/a/b"), sink.route("metrics/accuracy/probit"), sink.route("loss")
-        (('ipfi/a%2Fb', 'importance/ipfi'), ('probit', 'metrics/accuracy'), ('run', 'loss'))
+        (('feature/a%2Fb', 'importance/ipfi'), ('probit', 'metrics/accuracy'), ('run', 'loss'))
         """
         head, _, rest = tag.partition("/")
         if head in self.explainers and rest:
-            return f"{escape_run_name(head)}/{escape_run_name(rest)}", f"{IMPORTANCE}/{head}"
+            return f"{FEATURE_RUNS}/{escape_run_name(rest)}", f"{IMPORTANCE}/{head}"
         chart, _, last = tag.rpartition("/")
         if last in self.predictors and chart.count("/") >= 1:
             return escape_run_name(last), chart
@@ -342,21 +351,25 @@ class TensorBoardSink:
     def layout(self) -> dict[str, dict[str, list[Any]]]:
         """The custom-scalars layout of the tags seen so far, as ``add_custom_scalars`` takes it:
         ``{category: {chart: ["Multiline", [exact-match regex of each tag]]}}``, the
-        explainers' category first, then the alarms, then the others."""
+        explainers' category first (each chart with the alarm and drift markers), then the
+        alarms, the known drifts, then the others."""
         main = escape_run_name(self.run)
-        first: list[tuple[str, str, str]] = []  # (category, chart, tag): explainers, alarms
+        first: list[tuple[str, str, str]] = []  # (category, chart, tag): explainers, markers
         rest: list[tuple[str, str, str]] = []
+        markers = [t for t in self._tags if t.startswith((ALARMS + "/", DRIFTS + "/"))]
         for tag in self._tags:
             run, routed = self.route(tag)
             if run != main and routed.startswith(IMPORTANCE + "/"):
-                first.append((IMPORTANCE, routed.split("/", 1)[1], routed))
+                chart = routed.split("/", 1)[1]
+                first += [(IMPORTANCE, chart, t) for t in (routed, *markers)]
             elif run != main:  # a predictor's "<category>/<chart>": a chart of its own
                 category, chart = routed.split("/", 1)
                 rest.append((category, chart, routed))
             else:
                 entry = (*chart_of(routed), routed)
-                (first if routed.startswith(ALARMS + "/") else rest).append(entry)
-        first.sort(key=lambda entry: entry[0] != IMPORTANCE)  # stable: explainers, then alarms
+                (first if routed in markers else rest).append(entry)
+        order = {IMPORTANCE: 0, ALARMS: 1, DRIFTS: 2}
+        first.sort(key=lambda entry: order[entry[0]])  # stable: explainers, alarms, drifts
         groups: dict[str, dict[str, list[str]]] = {}
         for category, chart, tag in first + rest:
             series = groups.setdefault(category, {}).setdefault(chart, [])
@@ -402,7 +415,7 @@ class TensorBoardSink:
 
     def alarm_table(self) -> str:
         """The known drifts and every detector's alarm steps as a Markdown table."""
-        lines = ["| what | rows seen |", "| --- | --- |"]
+        lines = ["| what | rows (numbered from 0) |", "| --- | --- |"]
         lines.append(f"| known drifts | {_rows(self._drifts)} |")
         for detector, steps in self._alarms.items():
             lines.append(f"| alarms of {detector} | {_rows(steps)} |")

@@ -174,7 +174,6 @@ class LocalChangeMonitor(PluginBase):
         self.detector.update(self._scaled(X), y_pred, phi0, start=batch.start)
         self.drift_detected = self.detector.drift_detected
         out: dict[str, float] = {
-            "drift": float(self.drift_detected),
             "n_leaves": float(self.detector.n_leaves),
         }
         recomputed = 0
