@@ -337,14 +337,16 @@ def _run_identity(args: argparse.Namespace, built: BuiltLearner) -> dict[str, An
     return identity
 
 
-def _write_result(path: Path, result: RunResult, plugins: Sequence[Explainer],
-                  logdir: str) -> None:
+def _write_result(path: Path, result: RunResult, plugins: Sequence[Explainer], logdir: str,
+                  alarms: Mapping[str, list[int]], known_drifts: list[int]) -> None:
     """The run's summary as JSON: rows, seconds, metrics, every explainer's current values
-    (an iPDP's: its importance score)."""
+    (an iPDP's: its importance score), each detector's alarm rows and the known drifts the
+    run passed (rows numbered from 0, as printed and in TensorBoard)."""
     payload = {"n_rows": result.n_rows, "n_steps": result.n_steps, "seconds": result.seconds,
                "metrics": {k: _finite_or_none(v) for k, v in result.metrics.items()},
                "explanations": {_name(p): {k: _finite_or_none(float(v))
                                            for k, v in _values(p).items()} for p in plugins},
+               "alarms": dict(alarms), "known_drifts": list(known_drifts),
                "logdir": logdir}
     _write_json(path, payload)
 
