@@ -265,7 +265,9 @@ def run_command(args: argparse.Namespace) -> int:
         print(f"checkpoint: {result.checkpoint}")
     print(f"TensorBoard logs: tensorboard --logdir {logdir}")
     if args.result_json:
-        _write_result(Path(args.result_json), result, explainers, logdir)
+        alarms = {_name(d): [int(r) for r in d.alerts] for d in monitors.detectors}
+        _write_result(Path(args.result_json), result, explainers, logdir, alarms,
+                      [r for r in stream.drift_positions if r < runner.position])
     return 0
 
 
