@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import copy
 import csv
+import importlib
 import json
 import math
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,7 @@ from tensorboard.backend.event_processing.event_multiplexer import EventMultiple
 
 from torchstream import OnlineLearner, Prequential
 from torchstream.cli import main
+from torchstream.cli import reproduce as cmd
 from torchstream.evaluate.plugins import Batch
 from torchstream.evaluate.report import DriftReporter
 from torchstream.explain import IncrementalPFI
@@ -237,3 +240,27 @@ def test_pd_of_the_report_equals_the_pd_of_its_column_now():
                                                abs=1e-6), c["feature"]
         assert c["pd_after"] == pytest.approx(_pd(models[0], after_rows, j, want_grid),
                                               abs=1e-6), c["feature"]
+
+
+# --------------------------------------------------------------- small joins
+def test_reproduce_names_its_own_extra_and_says_it_runs(monkeypatch, capsys):
+    """A missing optional package points to the ``reproduce`` extra (scikit-learn), not to the
+    test extra; the command says it started, and a heartbeat line comes while it runs."""
+    real = importlib.import_module
+
+    def no_sklearn(name, *args, **kwargs):
+        if name == f"{cmd.PACKAGE}.ipdp":
+            raise ModuleNotFoundError("No module named 'sklearn'", name="sklearn")
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(cmd.importlib, "import_module", no_sklearn)
+    with pytest.raises(SystemExit, match=r"pip install 'torchstream\[reproduce\]'"):
+        main(["reproduce", "ipdp", "--quick"])
+    assert "reproduce ipdp --quick: running" in capsys.readouterr().out
+
+
+def test_the_extras_install_what_their_names_promise():
+    extras = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())[
+        "project"]["optional-dependencies"]
+    assert any(r.startswith("scikit-learn") for r in extras["reproduce"])
+    assert any(r.startswith("jupyterlab") for r in extras["notebooks"])

@@ -19,6 +19,7 @@ from pathlib import Path
 from types import ModuleType
 
 from torchstream import reproductions
+from torchstream.cli.heartbeat import Heartbeat
 from torchstream.reproductions._comparison import Comparison, table
 from torchstream.streams import data_path
 
@@ -58,7 +59,7 @@ def load(name: str) -> ModuleType:
         if (e.name or "torchstream").split(".")[0] == "torchstream":
             raise
         raise ValueError(f"reproduction {name!r} needs the package {e.name!r}, which is not "
-                         "installed (pip install 'torchstream[test]')") from None
+                         "installed (pip install 'torchstream[reproduce]')") from None
     if not callable(getattr(module, "reproduce", None)):
         raise ValueError(f"{module.__name__} has no function reproduce(quick)")
     return module
@@ -105,8 +106,12 @@ def reproduce_command(args: argparse.Namespace) -> int:
     out = Path(args.out or Path("runs") / "reproduce")
     failed = 0
     for name in names:
+        print(f"reproduce {name}{' --quick' if args.quick else ''}: running (a minute or two "
+              f"on a CPU in --quick mode, longer in full; a line every 15 s while it runs)",
+              flush=True)
         try:
-            rows, seconds = run(name, quick=args.quick)
+            with Heartbeat(f"reproduce {name}"):
+                rows, seconds = run(name, quick=args.quick)
         except ValueError as e:
             raise SystemExit(f"error: {e}") from None
         text = report(name, rows, seconds, args.quick)
