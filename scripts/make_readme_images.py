@@ -2,7 +2,9 @@
 an online MLP on the drifting Agrawal stream) and a screenshot of the TensorBoard custom-scalars
 dashboard of the same run, taken in headless Chromium.
 
-    python scripts/make_readme_images.py [--out docs/images] [--rows 6000]
+    python scripts/make_readme_images.py [--out docs/images] [--rows 10000]
+
+The default is the quick start's stream: 10,000 rows, the drift at row 5,000.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from torchstream.streams import agrawal_drift
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="docs/images")
-    parser.add_argument("--rows", type=int, default=6_000)
+    parser.add_argument("--rows", type=int, default=10_000)
     args = parser.parse_args()
     torch.set_num_threads(1)
     out = Path(args.out)

@@ -24,9 +24,11 @@ The sinks' step is the number of stream rows seen after the batch (:attr:`Evalua
 pre-training included), so a drift at row 5,000 shows at 5,000 whatever the batch size. Rows
 are numbered from 0 everywhere (the stream's known drifts, a detector's ``alerts``, the
 printed lines, the drift report): a plug-in with ``alerts`` (a drift detector) adds
-``alarms/<name>``, 1 at each alert's row (also between logged steps) and 0 at the last row of
-each logged batch, and a stream with known drifts adds ``drifts/known`` the same way, so an
-alarm at row 767 is drawn at step 767. The per-step records keep the batch index.
+``alarms/<name>``, the number of its alarms so far, logged at each alarm's row (also between
+logged steps) and at the last row of each logged batch, and a stream with known drifts adds
+``drifts/known`` the same way: a step up at row 767 is an alarm at row 767 (a count, not a
+spike, so that TensorBoard's smoothing and outlier scaling keep it visible). The per-step
+records keep the batch index.
 """
 
 from __future__ import annotations
@@ -581,24 +583,28 @@ class Evaluator:
 
     def _log_scalars(self, scalars: dict[str, float] | None, seen: list[int | None],
                      start: int) -> None:
-        """Send a step's scalars to the sinks at the rows seen, and the marker series of the
-        detectors' alarms and the stream's known drifts in row numbers: 1 at each row passed
-        in this batch (between logged steps too) and, at a logged step, 0 at the batch's last
-        row when that row is not marked (each row one value: no two values at one step)."""
+        """Send a step's scalars to the sinks at the rows seen, and the counting series of the
+        detectors' alarms and the stream's known drifts in row numbers: the new count at each
+        row of this batch that adds one (between logged steps too) and, at a logged step, the
+        count at the batch's last row (each row one value)."""
         if not self._sinks:
             return
         last = self.position - 1  # the batch's rows: start .. last
-        marks: dict[str, set[int]] = {}
-        if self.stream.drift_positions:
-            marks["drifts/known"] = {int(r) for r in self.stream.drift_positions
-                                     if start <= r <= last}
+        series: dict[str, tuple[dict[int, float], float]] = {}  # tag: (new counts, count now)
+        drifts = sorted(int(r) for r in self.stream.drift_positions)
+        if drifts:
+            series["drifts/known"] = (
+                {r: float(i + 1) for i, r in enumerate(drifts) if start <= r <= last},
+                float(sum(r <= last for r in drifts)))
         for pname, d, before in zip(self.plugin_names, self._detectors, seen):
             if d is not None and before is not None:
-                marks[f"alarms/{pname}"] = {int(a) for a in list(d.alerts)[before:]}
-        for tag, rows in marks.items():
-            points = {row: 1.0 for row in rows}
-            if scalars is not None and last not in points:
-                points[last] = 0.0
+                alerts = [int(a) for a in d.alerts]
+                series[f"alarms/{pname}"] = (
+                    {a: float(before + i + 1) for i, a in enumerate(alerts[before:])},
+                    float(len(alerts)))
+        for tag, (points, now) in series.items():
+            if scalars is not None:
+                points.setdefault(last, now)
             for row in sorted(points):
                 for sink in self._sinks:
                     sink.log_scalars(row, {tag: points[row]})

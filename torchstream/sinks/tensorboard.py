@@ -17,8 +17,8 @@ writes several runs under ``logdir`` (names escaped by
   chart (TensorBoard colours by run);
 * a tag ``"<category>/<chart>/<predictor>"`` of a predictor named in ``predictors`` goes to the
   run ``<predictor>`` as ``"<category>/<chart>"``: the predictors overlay in one chart;
-* ``alarms/<detector>`` and ``drifts/known`` (1 at an alarm's or known drift's row) and every
-  other tag stay in the main run; in the custom-scalars layout each explainer's chart also
+* ``alarms/<detector>`` and ``drifts/known`` (the number of alarms / known drifts so far: a
+  step up at each one's row) and every other tag stay in the main run; in the custom-scalars layout each explainer's chart also
   draws them, on the same row axis as the importances.
 
 Steps are what the caller gives: the runner gives the number of stream rows seen.
@@ -270,10 +270,9 @@ class TensorBoardSink:
             self._run_writer(run).add_scalar(routed, value, step)
             if run != escape_run_name(self.run) and routed.startswith(IMPORTANCE + "/"):
                 explained[tag] = value
-            elif tag.startswith(ALARMS + "/") and value != 0:
+            elif tag.startswith(ALARMS + "/"):  # the count of alarms so far: each rise is one
                 alarms = self._alarms.setdefault(tag[len(ALARMS) + 1:], [])
-                if not alarms or alarms[-1] != step:
-                    alarms.append(step)
+                alarms += [step] * max(0, int(value) - len(alarms))
         if explained:
             with warnings.catch_warnings():  # the record for the figures keeps the last points;
                 warnings.simplefilter("ignore")  # the event files keep them all
