@@ -258,6 +258,10 @@ def run_command(args: argparse.Namespace) -> int:
     if monitors.reporter is not None:
         for r in monitors.reporter.reports:
             print(f"[{r['detector']}] {r['summary']}")
+            for also in r["also"]:  # the alarms that joined this report, and why
+                rows = (f"row {also['first']:,}" if also["first"] == also["last"] else
+                        f"rows {also['first']:,}..{also['last']:,}")
+                print(f"    also {also['detector']} at {rows}: {also['note']}")
         n = len(monitors.reporter.reports)
         print(f"drift report ({n} report{'s' if n != 1 else ''}, "
               f"{monitors.reporter.seconds:.2f} s): {Path(logdir) / REPORT_MD}")
