@@ -124,7 +124,8 @@ def test_probit_on_unscaled_inputs_stops_at_the_step():
 def test_sgd_blow_up_names_the_non_finite_loss():
     stream = make_synthetic("friedman", n_samples=400, seed=1)
     model = OnlineLearner(
-        mlp, task="regression", optimizer="sgd", lr=1.0, scale_inputs=True, seed=0
+        mlp, task="regression", optimizer="sgd", lr=1.0, scale_inputs=True, seed=0,
+        dtype=torch.float32,  # float32's range: the blow-up reaches inf
     )
     with pytest.raises(DivergenceError, match=r"the loss is (inf|nan) \[non-finite loss\]"):
         for X, y in stream.batches(4):
@@ -152,7 +153,8 @@ def _overflowing_row(d: int) -> torch.Tensor:
 
 
 def test_warn_warns_once_per_kind_and_goes_on():
-    model = OnlineLearner(mlp, task="regression", n_features=2, on_divergence="warn", seed=0)
+    model = OnlineLearner(mlp, task="regression", n_features=2, on_divergence="warn", seed=0,
+                          dtype=torch.float32)  # the row overflows float32
     good = torch.tensor([[0.5, -0.5]])
     with pytest.warns(DivergenceWarning) as record:
         model.learn(good, torch.tensor([1.0]))
@@ -201,7 +203,7 @@ def test_skip_undoes_the_step_exactly():
 def test_skip_undoes_a_step_that_makes_parameters_non_finite():
     model = OnlineLearner(
         mlp, task="regression", n_features=2, optimizer="sgd", lr=1e39, on_divergence="skip",
-        seed=0,
+        seed=0, dtype=torch.float32,  # lr=1e39 is inf in float32
     )
     before = learner_state(model)
     with pytest.warns(DivergenceWarning, match=r"\[non-finite parameters\]"):
@@ -272,7 +274,7 @@ def test_overflowing_input_is_an_error_naming_row_and_column():
 
 
 def test_overflowing_regression_target_is_an_error():
-    model = OnlineLearner(mlp, task="regression", seed=0)
+    model = OnlineLearner(mlp, task="regression", seed=0, dtype=torch.float32)
     with pytest.raises(ValueError, match=r"row 0\): 1e\+39 overflows the model's float32"):
         model.learn_one({"a": 1.0}, 1e39)
 

@@ -118,12 +118,13 @@ def test_river_api_with_a_new_label_equals_eager() -> None:
 
 @pytest.mark.parametrize("action", ["raise", "skip"])
 def test_divergence_guard_fires_with_the_eager_message(action: str) -> None:
-    """A batch whose values overflow inside the network (finite inputs, non-finite loss)."""
+    """A batch whose values overflow inside the network (finite inputs, non-finite loss:
+    float32's range)."""
     X, y = data("regression")
     bad = torch.full((1, D), 3e38)
     results = []
     for compile in (False, True):
-        learner = make("regression", compile, on_divergence=action)
+        learner = make("regression", compile, on_divergence=action, dtype=torch.float32)
         run(learner, X[:8], y[:8], 1)
         before = [p.detach().clone() for p in learner.module.parameters()]  # type: ignore[union-attr]
         with warnings.catch_warnings(record=True) as caught:

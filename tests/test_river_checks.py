@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import inspect
 import io
 import itertools
@@ -28,12 +29,13 @@ from torchstream.models import MLP
 
 class _OwnObjects(pickle.Unpickler):
     """Rebuilds only what a learner or tree is made of: the package's and torch's classes,
-    containers, and the module factories of this file. Any other global in the bytes is
+    containers, the module factories of this file and ``functools.partial`` (of one of
+    those: its function is looked up here too). Any other global in the bytes is
     refused, so the round trip can never run code it was not written to run."""
 
     def find_class(self, module: str, name: str) -> object:
         if module == __name__ or module.split(".")[0] in ("torchstream", "torch", "collections") \
-                or (module, name) == ("builtins", "dict"):
+                or (module, name) in (("builtins", "dict"), ("functools", "partial")):
             return super().find_class(module, name)
         raise pickle.UnpicklingError(f"a learner's pickle refers to {module}.{name}")
 
@@ -75,9 +77,7 @@ def trained_regressor() -> OnlineRegressor:
 @pytest.mark.parametrize("cls", [OnlineClassifier, OnlineRegressor])
 def test_check_estimator(cls):
     torch.set_num_threads(1)
-    # TrumpApproval's ordinal_date (~7e5) would make float32 batch and single-row forward
-    # passes round apart (rel. ~1e-5 > river's 1e-6): regression inputs are standardised
-    model = cls(small_mlp, lr=0.01, seed=1, scale_inputs=cls is OnlineRegressor)
+    model = cls(small_mlp, lr=0.01, seed=1)
     kind = base.MiniBatchClassifier if cls is OnlineClassifier else base.MiniBatchRegressor
     assert isinstance(model, kind)
     checks.check_estimator(model)
@@ -85,6 +85,58 @@ def test_check_estimator(cls):
     names = {c.__name__ for c in checks.yield_checks(model)}
     assert model._unit_test_skips() == set(RIVER_CHECK_SKIPS) <= names
     assert all(len(reason) > 20 for reason in RIVER_CHECK_SKIPS.values())
+
+
+@pytest.mark.parametrize("cls", [OnlineClassifier, OnlineRegressor])
+def test_check_estimator_as_constructed_by_default(cls):
+    """Every argument at its default (the module a class): a river user's first check passes.
+    The regressor computes in float64: in float32, TrumpApproval's unscaled ordinal_date (~7e5)
+    rounds a row predicted alone and in a batch apart by more than river's 1e-6."""
+    model = cls(MLP)
+    assert model.dtype == (torch.float64 if cls is OnlineRegressor else torch.float32)
+    checks.check_estimator(model)
+
+
+def test_the_default_regressor_predicts_in_float64():
+    model = OnlineRegressor(MLP, seed=0)
+    X = torch.rand(8, 3, dtype=torch.float64) * 1e6
+    model.learn(X, torch.rand(8, dtype=torch.float64))
+    assert model.predict(X).dtype == torch.float64
+    assert next(model.module.parameters()).dtype == torch.float64
+    assert OnlineRegressor(MLP, dtype=torch.float32).dtype == torch.float32
+    assert OnlineLearner(MLP, task="regression").dtype == torch.float64
+
+
+@pytest.mark.parametrize("factory", ["lambda", "local"])
+def test_an_unpicklable_factory_says_what_to_pass(factory):
+    def local_mlp(d: int, k: int) -> MLP:
+        return MLP(d, k, hidden=(4,))
+
+    make = (lambda d, k: MLP(d, k, hidden=(4,))) if factory == "lambda" else local_mlp
+    model = OnlineClassifier(make, seed=0)
+    for x, y in phishing(5):
+        model.learn_one(x, y)  # it learns: only pickling needs an importable factory
+    name = "<lambda>" if factory == "lambda" else "local_mlp"
+    with pytest.raises(pickle.PicklingError, match=rf"factory '[\w.<>]*{name}' does not "
+                       r"pickle .*functools\.partial\(MLP, hidden=\(64,\)\)"):
+        pickle.dumps(model)
+    with pytest.raises(pickle.PicklingError, match="module-level function"):
+        checks.check_estimator(model)
+    # a deep copy and a clone share the factory and need no pickling
+    copied = copy.deepcopy(model)
+    x = phishing(6)[-1][0]
+    assert copied.predict_proba_one(x) == model.predict_proba_one(x)
+    assert copied._factory is make and model.clone()._get_params()["module"] is make
+
+
+def test_a_partial_of_a_model_class_pickles():
+    model = OnlineClassifier(functools.partial(MLP, hidden=(4,)), seed=0)
+    for x, y in phishing(20):
+        model.learn_one(x, y)
+    copied = pickle_roundtrip(model)
+    assert copied.module.body[0].out_features == 4
+    for x, _ in phishing(30)[20:]:
+        assert copied.predict_proba_one(x) == model.predict_proba_one(x)
 
 
 def test_skipped_checks_do_fail():

@@ -30,6 +30,7 @@ from torchstream.evaluate.measures.detection import detection_measures
 from torchstream.evaluate.metrics import METRICS
 from torchstream.evaluate.runner import Evaluator
 from torchstream.learners.registry import LearnerOptions, make_learner
+from torchstream.learners.threads import use_threads
 from torchstream.evaluate.runner import RunResult
 from torchstream.sinks import TensorBoardSink
 from torchstream.sinks.summary_table import markdown_table
@@ -91,7 +92,7 @@ def evaluate(args: argparse.Namespace) -> int:
     check_device(args.device)
     if args.out:
         check_output_path(args.out, "--out", directory=True)
-    torch.set_num_threads(args.threads)
+    use_threads(args.threads)
     torch.manual_seed(args.seed)
     try:
         stream = make_stream(args)

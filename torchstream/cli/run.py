@@ -44,6 +44,7 @@ from torchstream.explain.ipdp import IncrementalPDP
 from torchstream.explain.ipfi import IncrementalPFI
 from torchstream.explain.isage import IncrementalSAGE
 from torchstream.learners.registry import BuiltLearner, LearnerOptions, make_learner
+from torchstream.learners.threads import use_threads
 from torchstream.sinks import TensorBoardSink
 from torchstream.streams.base import Stream
 from torchstream.viz.figures import plugin_figures
@@ -176,7 +177,7 @@ def run_command(args: argparse.Namespace) -> int:
     inference = getattr(stream, "inference", None)
     if inference is not None:  # every decision about the user's columns, before the run
         print(inference.describe())
-    torch.set_num_threads(args.threads)
+    use_threads(args.threads)
     torch.manual_seed(args.seed)
     try:
         built = make_learner(args.model, stream, learner_options(args))

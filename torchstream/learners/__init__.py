@@ -10,6 +10,7 @@ from torchstream.learners.online import (
 )
 from torchstream.learners.river_learner import RiverLearner
 from torchstream.learners.scaling import RunningStandardizer
+from torchstream.learners.threads import ThreadsNotice, use_threads
 
 __all__ = [
     "DivergenceError",
@@ -21,6 +22,8 @@ __all__ = [
     "RiverModelFn",
     "RunningStandardizer",
     "SklearnModelFn",
+    "ThreadsNotice",
     "as_model_fn",
     "resolve_device",
+    "use_threads",
 ]

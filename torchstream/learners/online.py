@@ -5,9 +5,10 @@ from __future__ import annotations
 import copy
 import inspect
 import math
+import pickle
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, SupportsIndex
 
 import torch
 from river import base as river_base
@@ -26,6 +27,7 @@ from torchstream.learners.guard import DivergenceGuard, frozen_copy
 from torchstream.learners.network import LearnerNetwork, Standardize
 from torchstream.learners.river_api import RiverAPI
 from torchstream.learners.scaling import RunningStandardizer
+from torchstream.learners.threads import use_threads
 from torchstream.learners.training import (
     OPTIMIZERS,
     TrainLoss,
@@ -141,7 +143,9 @@ class OnlineLearner(RiverAPI, DivergenceGuard, CompiledLearner, river_base.Estim
     ----------
     module
         An ``nn.Module`` mapping ``[B, d]`` to ``[B, n_outputs]`` (or ``[B]``), or a factory
-        ``(n_features, n_outputs) -> nn.Module`` called when the width is first known.
+        ``(n_features, n_outputs) -> nn.Module`` called when the width is first known: a class
+        (``MLP``), ``functools.partial(MLP, hidden=(64,))`` or a module-level function, which
+        pickle (a lambda works too, but its learner cannot be pickled).
     task
         ``"classification"`` or ``"regression"``.
     loss
@@ -176,7 +180,10 @@ class OnlineLearner(RiverAPI, DivergenceGuard, CompiledLearner, river_base.Estim
         without nullable features. ``feature_names`` lists the columns, grown ones included.
     device, dtype
         Where the module lives (``"auto"``: CUDA when present) and its float type
-        (``None``: ``torch.float32``).
+        (``None``: ``torch.float32`` for classification, ``torch.float64`` for regression,
+        whose predictions are values: river's rows and regressors are float64, and in
+        float32 a row predicted alone and in a batch differ by more than river's 1e-6 when
+        the inputs are large and unscaled).
     seed
         Seeds the module's initialisation.
     on_divergence
@@ -201,8 +208,22 @@ class OnlineLearner(RiverAPI, DivergenceGuard, CompiledLearner, river_base.Estim
     The constructor's arguments are kept as given (``_get_params``); ``clone()`` builds an
     untrained learner from them (a module passed as an instance is copied at construction, so
     a clone starts from its untrained weights). ``copy.deepcopy`` and ``pickle`` keep the
-    trained state (the module factory must then be picklable: a class or a module-level
-    function).
+    trained state; pickling needs a factory that pickles (above), and a lambda's learner
+    raises an error saying so.
+
+    Building (or unpickling) a learner applies the package's CPU thread policy
+    (:func:`~torchstream.learners.use_threads`): torch runs on one thread unless the process
+    has chosen a count, stated once when it changes torch's count. One thread is the fast
+    choice for per-row steps of small models; ``use_threads(n)`` before building chooses ``n``.
+
+    >>> from functools import partial
+    >>> import pickle
+    >>> from torchstream.models import MLP
+    >>> learner = OnlineLearner(partial(MLP, hidden=(8,)), n_features=3, seed=0)
+    >>> learner.learn(torch.zeros(4, 3), torch.tensor([0, 1, 0, 1]))
+    >>> copied = pickle.loads(pickle.dumps(learner))
+    >>> bool(torch.equal(copied(torch.ones(2, 3)), learner(torch.ones(2, 3))))
+    True
     """
 
     task: Task = "classification"
@@ -256,7 +277,8 @@ class OnlineLearner(RiverAPI, DivergenceGuard, CompiledLearner, river_base.Estim
             "compile": compile,
         }  # fmt: skip
         if dtype is None:
-            dtype = torch.float32
+            dtype = torch.float64 if self.task == "regression" else torch.float32
+        use_threads()  # one CPU thread unless the process chose a count (learners.threads)
         if task is not None and task != self.task:
             raise ValueError(f"{type(self).__name__} has task {self.task!r}, got task={task!r}")
         if isinstance(optimizer, str) and optimizer not in OPTIMIZERS:
@@ -381,6 +403,26 @@ class OnlineLearner(RiverAPI, DivergenceGuard, CompiledLearner, river_base.Estim
         state.pop("_flat_params", None)  # views of the parameters: a copy rebuilds its own
         state["_graphs"] = None  # compiled for these parameters: a copy compiles its own
         return state
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state)
+        use_threads()  # a learner unpickled in a new process follows the thread policy too
+
+    def __reduce_ex__(self, protocol: SupportsIndex) -> str | tuple[object, ...]:
+        """Pickle's reduction, after checking that the module factory pickles (a lambda or a
+        function defined inside another function does not): an error that says what to pass
+        instead, rather than pickle's own about an attribute lookup."""
+        _check_picklable(self._init_params["module"])
+        return super().__reduce_ex__(protocol)
+
+    def __deepcopy__(self, memo: dict[int, object]) -> OnlineLearner:
+        """A deep copy of :meth:`__getstate__`'s state (not through pickle's reduction: a
+        factory that does not pickle, such as a lambda, is shared by the copy)."""
+        cls = type(self)
+        new = cls.__new__(cls)
+        memo[id(self)] = new
+        new.__setstate__(copy.deepcopy(self.__getstate__(), memo))
+        return new
 
     # ------------------------------------------------------------------ construction
     def _n_outputs_wanted(self) -> int:
@@ -728,6 +770,22 @@ def _pristine(module: nn.Module | ModuleFactory) -> nn.Module | ModuleFactory:
         return copy.deepcopy(module)
     except Exception:  # noqa: BLE001 - whatever a custom module raises
         return module
+
+
+def _check_picklable(module: nn.Module | ModuleFactory) -> None:
+    """Raise ``pickle.PicklingError`` saying what to do when the module factory does not
+    pickle (a module instance is checked by pickle itself)."""
+    if isinstance(module, nn.Module):
+        return
+    try:
+        pickle.dumps(module)
+    except (pickle.PicklingError, AttributeError, TypeError) as e:
+        name = getattr(module, "__qualname__", None) or type(module).__name__
+        raise pickle.PicklingError(
+            f"the learner cannot be pickled: its module factory {name!r} does not pickle ({e}). "
+            f"Build the learner with a factory that pickles: a module-level function, a class "
+            f"such as MLP, or functools.partial(MLP, hidden=(64,)) (MLP from torchstream.models)"
+        ) from e
 
 
 def _output_width(module_state: Mapping[str, torch.Tensor]) -> int | None:

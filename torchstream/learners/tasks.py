@@ -68,9 +68,10 @@ def _stream_row(learner: OnlineLearner, i: int) -> str:
 class OnlineClassifier(OnlineLearner, river_base.MiniBatchClassifier):
     """An :class:`OnlineLearner` for classification (binary or multiclass).
 
+    >>> from functools import partial
     >>> from river import datasets, evaluate, metrics
     >>> from torchstream.models import MLP
-    >>> model = OnlineClassifier(lambda d, k: MLP(d, k, hidden=(32,)), lr=0.01, seed=1)
+    >>> model = OnlineClassifier(partial(MLP, hidden=(32,)), lr=0.01, seed=1)
     >>> evaluate.progressive_val_score(datasets.Phishing(), model, metrics.Accuracy())
     Accuracy: 86.47%
     """
@@ -255,7 +256,7 @@ class OnlineRegressor(OnlineLearner, river_base.MiniBatchRegressor):
 
     >>> from river import datasets, evaluate, metrics
     >>> from torchstream.models import MLP
-    >>> model = OnlineRegressor(lambda d, k: MLP(d, k), lr=0.01, scale_inputs=True, seed=1)
+    >>> model = OnlineRegressor(MLP, lr=0.01, scale_inputs=True, seed=1)
     >>> evaluate.progressive_val_score(datasets.TrumpApproval(), model, metrics.MAE())
     MAE: 0.581352
     """
