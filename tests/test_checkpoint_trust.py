@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import io
+import json
 import os
 import pickle
+import re
 import stat
 import subprocess
 import sys
+import threading
+from collections import OrderedDict
 from pathlib import Path
 
 import pytest
@@ -18,8 +22,10 @@ from torchstream.checkpoint import (
     MAGIC,
     PICKLED,
     CheckpointError,
+    check_key,
     key_path,
     load_checkpoint,
+    pickled_parts,
     save_checkpoint,
 )
 from torchstream.cli import main
@@ -194,3 +200,115 @@ def test_console_script_exit_status_is_2_with_one_line(tmp_path):
                           "--logdir", str(tmp_path / "x")], capture_output=True, text=True, check=False)
     assert out.returncode == 2
     assert out.stderr.count("\n") == 1 and "Traceback" not in out.stderr
+
+
+def test_a_torch_runs_checkpoint_loads_under_another_key_without_trust(tmp_path, monkeypatch,
+                                                                       capsys):
+    base = ["run", "--n-samples", "200", "--batch-size", "4", "--seed", "3"]
+    ckpt = tmp_path / "c.pt"
+    assert main(base + ["--steps", "20", "--checkpoint", str(ckpt),
+                        "--logdir", str(tmp_path / "a")]) == 0
+    raw = ckpt.read_bytes()[len(MAGIC) + 65:]
+    state = torch.load(io.BytesIO(raw), weights_only=True)
+    assert pickled_parts(state) == []  # module, optimiser, scalers, explainers: weights only
+    assert isinstance(state["state"]["learner"]["module"], OrderedDict)
+    # another user: another key, no --trust-checkpoint
+    monkeypatch.setenv("TORCHSTREAM_HOME", str(tmp_path / "other_home"))
+    capsys.readouterr()
+    assert main(base + ["--resume", str(ckpt), "--logdir", str(tmp_path / "b"),
+                        "--result-json", str(tmp_path / "resumed.json")]) == 0
+    assert "resumed from" in capsys.readouterr().out
+    assert main(base + ["--logdir", str(tmp_path / "c"),
+                        "--result-json", str(tmp_path / "full.json")]) == 0
+    resumed = json.loads((tmp_path / "resumed.json").read_text())
+    full = json.loads((tmp_path / "full.json").read_text())
+    assert resumed["n_rows"] == full["n_rows"] == 200
+    assert resumed["metrics"] == full["metrics"]
+    assert resumed["explanations"] == full["explanations"]
+
+
+def _home_with_key(tmp_path, monkeypatch) -> Path:
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("TORCHSTREAM_HOME", str(home))
+    return home / "checkpoint.key"
+
+
+def _refused_before_the_first_row(tmp_path, capsys) -> str:
+    logdir = tmp_path / "logs"
+    with pytest.raises(SystemExit) as e:
+        main(["run", "--n-samples", "50", "--checkpoint", str(tmp_path / "c.pt"),
+              "--logdir", str(logdir)])
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: checkpoint key ") and "\n" not in err
+    assert not logdir.exists() and not (tmp_path / "c.pt").exists()
+    return err
+
+
+def test_a_key_others_can_read_is_refused_before_the_first_row(tmp_path, monkeypatch, capsys):
+    key = _home_with_key(tmp_path, monkeypatch)
+    key.write_bytes(os.urandom(32))
+    key.chmod(0o644)
+    err = _refused_before_the_first_row(tmp_path, capsys)
+    assert f"{key} has mode 0644: other users can read or change it" in err
+    key.chmod(0o600)
+    assert check_key() == key
+
+
+def test_a_symlink_to_a_readable_key_is_refused_and_one_to_a_private_key_is_used(
+        tmp_path, monkeypatch, capsys):
+    key = _home_with_key(tmp_path, monkeypatch)
+    real = tmp_path / "real.key"
+    real.write_bytes(os.urandom(32))
+    real.chmod(0o640)
+    key.symlink_to(real)
+    err = _refused_before_the_first_row(tmp_path, capsys)
+    assert f"{key} (a symlink to {real}) has mode 0640" in err
+    real.chmod(0o600)
+    path = save_checkpoint({"x": {PICKLED: pickle.dumps(drift.ADWIN())}}, tmp_path / "c.pt")
+    assert isinstance(load_checkpoint(path)["x"], drift.ADWIN)  # signed and verified with it
+
+
+def test_a_fifo_key_is_refused_without_being_opened(tmp_path, monkeypatch, capsys):
+    key = _home_with_key(tmp_path, monkeypatch)
+    os.mkfifo(key, 0o600)
+    outcome: list[BaseException] = []
+
+    def check() -> None:  # opening a FIFO for reading would block here until a writer came
+        try:
+            check_key()
+        except BaseException as e:  # noqa: BLE001 - collected for the assertion
+            outcome.append(e)
+
+    thread = threading.Thread(target=check, daemon=True)
+    thread.start()
+    thread.join(timeout=20)
+    assert not thread.is_alive(), "check_key blocked on the FIFO"
+    assert isinstance(outcome[0], CheckpointError)
+    assert str(outcome[0]) == (f"checkpoint key {key} is a FIFO (named pipe), not a regular "
+                               "file; remove it (a new key is made on first use)")
+    _refused_before_the_first_row(tmp_path, capsys)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another user needs root")
+def test_a_key_of_another_user_is_refused(tmp_path, monkeypatch):
+    key = _home_with_key(tmp_path, monkeypatch)
+    key.write_bytes(os.urandom(32))
+    key.chmod(0o600)
+    os.chown(key, 54321, -1)
+    with pytest.raises(CheckpointError, match="belongs to another user \\(uid 54321\\)"):
+        check_key()
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev_zero", "directory"])
+def test_a_checkpoint_that_is_not_a_regular_file_is_named_and_never_read(tmp_path, kind):
+    if kind == "fifo":
+        path, words = tmp_path / "c.pt", "is a FIFO (named pipe), not a checkpoint file"
+        os.mkfifo(path)
+    elif kind == "dev_zero":
+        path, words = Path("/dev/zero"), "is a character device, not a checkpoint file"
+    else:
+        path, words = tmp_path, "is a directory, not a checkpoint file"
+    with pytest.raises(CheckpointError, match=re.escape(f"checkpoint {path} {words}")):
+        load_checkpoint(path)

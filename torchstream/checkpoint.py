@@ -7,9 +7,10 @@ A checkpoint is ``torch.save`` bytes behind a signed header::
     <payload: torch.save of the state>
 
 The payload is read with ``torch.load(weights_only=True)``: tensors, numbers, strings, bytes,
-lists, tuples, dicts — nothing that can run code. State that has no such form (a river model or
-detector, a numpy array) is stored as a *pickled part*, ``{PICKLED: bytes}``, and unpickled only
-when the file is trusted:
+lists, tuples, dicts and ordered dicts (a module's, an optimiser's or a scaler's ``state_dict``)
+— nothing that can run code. A torch run (learner, optimiser, scalers, explainers) is stored
+whole in that form. State that has no such form (a river model or detector, a numpy array) is
+stored as a *pickled part*, ``{PICKLED: bytes}``, and unpickled only when the file is trusted:
 
 - the header's HMAC verifies under the key of the user loading it (``key_path()``, 32 random
   bytes made on first use, file mode 0600): the file was written by this user's torchstream
@@ -17,8 +18,14 @@ when the file is trusted:
 - the caller says so (``trusted=True``, ``--trust-checkpoint``) for a file from elsewhere.
 
 A foreign file without pickled parts loads (weights only is safe). Anything else — a missing,
-empty, truncated, tampered or foreign file with pickled parts, a plain ``torch.save`` file —
-raises :class:`CheckpointError` with one line that says why, before any state is touched.
+empty, truncated, tampered or foreign file with pickled parts, a plain ``torch.save`` file, a
+FIFO or a device (never opened) — raises :class:`CheckpointError` with one line that says why,
+before any state is touched.
+
+The key must be the user's own regular file that nobody else can read or write (a symlink to
+such a file is fine); :func:`check_key` checks it (or makes it) before a command's first row,
+and every use checks it again. A file is written through a uniquely named temporary file,
+then renamed (:func:`torchstream.files.atomic_write`).
 """
 
 from __future__ import annotations
@@ -30,15 +37,21 @@ import io
 import os
 import pickle
 import secrets
+import stat
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import torch
 
+from torchstream.files import atomic_write, path_kind
+
 __all__ = [
     "PICKLED",
     "CheckpointError",
+    "check_key",
     "check_settings",
+    "is_checkpoint_file",
     "key_path",
     "load_checkpoint",
     "pickled_parts",
@@ -67,24 +80,68 @@ def key_path() -> Path:
     return Path(config) / "torchstream" / "checkpoint.key"
 
 
+def check_key() -> Path:
+    """Check the user's signing key (:func:`key_path`) without signing anything, creating it
+    (32 random bytes, mode 0600, exclusive create) when it does not exist; commands call it
+    before their first row. Raises :class:`CheckpointError` saying why when the key is not a
+    regular file (a FIFO is never opened), a symlink to a missing file, readable or writable by
+    other users (also through a symlink), owned by another user, or shorter than 32 bytes."""
+    _key()
+    return key_path()
+
+
 def _key() -> bytes:
     """Read the key, creating it (mode 0600, exclusive create) on first use."""
     path = key_path()
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
+    if not os.path.lexists(path):
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         except FileExistsError:  # made by a concurrent process meanwhile
-            data = path.read_bytes()
+            pass
         else:
             data = secrets.token_bytes(32)
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data)
+            return data
+    return _read_key(path)
+
+
+def _read_key(path: Path) -> bytes:
+    """The key's bytes once its file is a regular file of this user that nobody else can
+    read or write; checked by ``stat`` first, so a FIFO or a device is never opened."""
+    name = f"checkpoint key {path}"
+    if path.is_symlink():
+        target = os.path.realpath(path)
+        name += f" (a symlink to {target})"
+        if not os.path.exists(target):
+            raise CheckpointError(f"{name} points to nothing; remove the link (a new key is "
+                                  "made on first use)")
+    kind = path_kind(path)
+    if kind != "a regular file":
+        raise CheckpointError(f"{name} is {kind}, not a regular file; remove it (a new key is "
+                              "made on first use)")
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):  # changed between stat and open
+            raise CheckpointError(f"{name} is not a regular file")
+        if st.st_uid != os.geteuid():
+            raise CheckpointError(f"{name} belongs to another user (uid {st.st_uid}); a key "
+                                  "must be your own: remove it (a new key is made on first use)")
+        mode = stat.S_IMODE(st.st_mode)
+        if mode & 0o077:
+            raise CheckpointError(
+                f"{name} has mode {mode:04o}: other users can read or change it and so sign "
+                "checkpoints that run code here; make it private (chmod 600) and, if others "
+                "may have read it, remove it (a new key is made; your older checkpoints then "
+                "need --trust-checkpoint)")
+        data = os.read(fd, 4096)
+    finally:
+        os.close(fd)
     if len(data) < 32:
-        raise CheckpointError(f"checkpoint key {path} is shorter than 32 bytes; remove it to "
-                              "make a new one (checkpoints signed with it will need trust)")
+        raise CheckpointError(f"{name} is shorter than 32 bytes; remove it to make a new one "
+                              "(checkpoints signed with it will need trust)")
     return data
 
 
@@ -104,6 +161,12 @@ def _pack(value: object) -> object:
         return value
     if type(value) is dict:
         return {k: _pack(v) for k, v in value.items()}
+    if type(value) is OrderedDict:  # a module's or scaler's state_dict (and its _metadata)
+        ordered = OrderedDict((k, _pack(v)) for k, v in value.items())
+        metadata = getattr(value, "_metadata", None)
+        if metadata is not None:
+            ordered._metadata = _pack(metadata)  # type: ignore[attr-defined]
+        return ordered
     if type(value) in (list, tuple):
         packed = [_pack(v) for v in value]  # type: ignore[attr-defined]
         return packed if type(value) is list else tuple(packed)
@@ -151,23 +214,27 @@ def save_checkpoint(state: Mapping[str, object], path: str | os.PathLike[str]) -
     buffer = io.BytesIO()
     torch.save(_pack(dict(state)), buffer)
     payload = buffer.getvalue()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(MAGIC + _sign(payload) + b"\n" + payload)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    atomic_write(path, MAGIC + _sign(payload) + b"\n" + payload)
     return str(path)
 
 
+def is_checkpoint_file(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a regular file that starts with the checkpoint header (only its
+    first bytes are read; nothing is checked or loaded)."""
+    if path_kind(path) != "a regular file":
+        return False
+    with open(path, "rb") as fh:
+        return fh.read(len(MAGIC)) == MAGIC
+
+
 def _read(path: Path) -> bytes:
+    kind = path_kind(path)
+    if kind == "missing":
+        raise CheckpointError(f"checkpoint {path} does not exist")
+    if kind != "a regular file":  # never read: a FIFO would block, /dev/zero never ends
+        raise CheckpointError(f"checkpoint {path} is {kind}, not a checkpoint file")
     try:
         return path.read_bytes()
-    except FileNotFoundError:
-        raise CheckpointError(f"checkpoint {path} does not exist") from None
-    except IsADirectoryError:
-        raise CheckpointError(f"checkpoint {path} is a directory, not a file") from None
     except OSError as e:
         raise CheckpointError(f"checkpoint {path} cannot be read: {e.strerror}") from None
 

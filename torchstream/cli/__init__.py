@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from torchstream import streams
 from torchstream.cli import evaluate, report, reproduce, run, sweep
 from torchstream.cli.errors import CommandError, guarded
+from torchstream.cli.interrupt import terminate_raises
 from torchstream.cli.parser import build_parser
 from torchstream.cli.stream_options import make_stream
 from torchstream.learners.registry import registered_learners
@@ -28,12 +29,14 @@ __all__ = ["CommandError", "build_parser", "main", "make_stream"]
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run a command; errors are one line on stderr and exit status 2 (argparse's convention),
-    never a traceback (set ``TORCHSTREAM_DEBUG=1`` to see one)."""
+    never a traceback (set ``TORCHSTREAM_DEBUG=1`` to see one); SIGINT / SIGTERM one line and
+    exit status 130 / 143."""
     parser = build_parser()
     args, unknown = parser.parse_known_args(argv)
     if unknown:
         _unknown_options(parser, args, unknown)
-    return guarded(_dispatch, args)
+    with terminate_raises():  # SIGTERM: one line and exit 143, like Ctrl-C's 130
+        return guarded(_dispatch, args)
 
 
 def _unknown_options(parser: argparse.ArgumentParser, args: argparse.Namespace,

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import argparse
 import re
+import types
+import typing
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -19,6 +21,7 @@ from matplotlib.image import imsave
 
 from torchstream.evaluate._report_format import from_json, reports_to_json, to_markdown
 from torchstream.evaluate.report import Report
+from torchstream.files import atomic_write
 from torchstream.sinks import TensorBoardSink
 from torchstream.viz.report import figure_pixels, report_figures
 
@@ -62,9 +65,7 @@ def write_report(run_dir: Path, reports: Sequence[Report],
     atomically."""
     for name, text in ((REPORT_JSON, reports_to_json(reports)),
                        (REPORT_MD, to_markdown(reports, figures))):
-        tmp = run_dir / (name + ".tmp")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(run_dir / name)
+        atomic_write(run_dir / name, text.encode("utf-8"))
 
 
 class ReportWriter:
@@ -107,6 +108,78 @@ def add_parser(
     return p
 
 
+def _expected(hint: object) -> str:
+    """A type hint in words: ``an integer``, ``a list``, ``a number or null``."""
+    args = typing.get_args(hint)
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        return " or ".join("null" if a is type(None) else _expected(a) for a in args)
+    origin = typing.get_origin(hint) or hint
+    words = {bool: "true or false", int: "an integer", float: "a number", str: "a string",
+             list: "a list", dict: "an object"}
+    return words.get(origin, "an object") if isinstance(origin, type) else str(hint)
+
+
+def _fits(value: object, hint: object) -> bool:
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        return any(_fits(value, a) for a in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if typing.is_typeddict(hint) or typing.get_origin(hint) is dict:
+        return isinstance(value, dict)
+    origin = typing.get_origin(hint) or hint
+    return isinstance(origin, type) and isinstance(value, origin)
+
+
+def check_fields(value: object, hint: object, where: str) -> None:
+    """Raise ``ValueError`` naming the first field of ``value`` (a report read from JSON) whose
+    value does not have the type of its ``hint`` (a TypedDict such as :class:`Report`, lists
+    and dicts of them, numbers, strings, ``X | None``), e.g. ``alarm 0 field row is '5000' (a
+    string), expected an integer``.
+
+    >>> check_fields({"row": "5000"}, Report, "alarm 0")
+    Traceback (most recent call last):
+    ...
+    ValueError: alarm 0 field row is '5000' (a string), expected an integer
+    """
+    if typing.is_typeddict(hint):
+        if not isinstance(value, dict):
+            raise ValueError(f"{where} is {_shown(value)}, expected an object")
+        for key, sub in typing.get_type_hints(hint).items():
+            if key in value:
+                field = f"{where} field {key}" if " field " not in where else f"{where}.{key}"
+                check_fields(value[key], sub, field)
+        return
+    if not _fits(value, hint):
+        raise ValueError(f"{where} is {_shown(value)}, expected {_expected(hint)}")
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is list and isinstance(value, list):
+        for i, item in enumerate(value):
+            check_fields(item, args[0], f"{where}[{i}]")
+    elif origin is dict and isinstance(value, dict):
+        for key, item in value.items():
+            check_fields(item, args[1], f"{where}[{key!r}]")
+    elif isinstance(hint, types.UnionType) or origin is typing.Union:
+        for a in args:  # the members of the union that fit, checked inside
+            if _fits(value, a):
+                check_fields(value, a, where)
+                return
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    text = text if len(text) <= 60 else text[:57] + "..."
+    kind = {bool: "true/false", int: "an integer", float: "a number", str: "a string",
+            list: "a list", dict: "an object", type(None): "null"}.get(type(value),
+                                                                      type(value).__name__)
+    return f"{text} ({kind})"
+
+
 def report_command(args: argparse.Namespace) -> int:
     """Run ``torchstream report``."""
     run_dir = Path(args.run_dir)
@@ -116,6 +189,8 @@ def report_command(args: argparse.Namespace) -> int:
                          f"{run_dir}` writes it")
     try:
         reports = from_json(path.read_text(encoding="utf-8"))
+        for i, r in enumerate(reports):
+            check_fields(r, Report, f"alarm {i}")
     except ValueError as e:
         raise SystemExit(f"error: {path}: {e}") from None
     figures = {i: draw_figures(run_dir, r) for i, r in enumerate(reports)}

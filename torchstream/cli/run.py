@@ -25,15 +25,20 @@ import math
 import sys
 import time
 from collections.abc import Mapping, Sequence
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from torchstream.checkpoint import check_key
 from torchstream.cli import learners  # noqa: F401 (registers the learner "dmt")
 from torchstream.cli.checks import check_device, check_output_path
 from torchstream.cli.detectors import DETECTORS
+from torchstream.cli.errors import CommandInterrupted
+from torchstream.cli.interrupt import StopRequest, stopped_line
 from torchstream.cli.monitoring import make_monitors
+from torchstream.cli.outputs import check_outputs, run_outputs
 from torchstream.cli.report import REPORT_MD, ReportWriter
 from torchstream.cli.stream_options import add_stream_args, make_stream
 from torchstream.compiling import CompileSwitch
@@ -43,6 +48,7 @@ from torchstream.evaluate.runner import RunResult
 from torchstream.explain.ipdp import IncrementalPDP
 from torchstream.explain.ipfi import IncrementalPFI
 from torchstream.explain.isage import IncrementalSAGE
+from torchstream.files import PathLock, atomic_write, path_kind
 from torchstream.learners.registry import BuiltLearner, LearnerOptions, make_learner
 from torchstream.learners.threads import use_threads
 from torchstream.sinks import TensorBoardSink
@@ -103,6 +109,11 @@ def add_parser(
                           "was not written with this user's key; only for files you trust")
     run.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     run.add_argument("--result-json", help="also write the final metrics and explanations here")
+    run.add_argument("--overwrite", action="store_true",
+                     help="replace existing files at the output paths (--checkpoint, "
+                          "--result-json, the run directory's steps.csv, schema.json, report.*) "
+                          "that are not torchstream outputs of that kind; an input of the run "
+                          "is never replaced")
     run.add_argument("--explain", default="ipfi,isage,ipdp",
                      help="explainers run on the stream, comma-separated from ipfi, isage, ipdp, "
                           "or 'none' (default: %(default)s)")
@@ -165,7 +176,14 @@ def learner_options(args: argparse.Namespace) -> LearnerOptions:
 
 
 def run_command(args: argparse.Namespace) -> int:
-    """Run ``torchstream run``."""
+    """Run ``torchstream run``: the run directory and the checkpoint are held (locked) by this
+    process until it ends; SIGINT / SIGTERM end the run after the step in progress, write the
+    checkpoint if one was asked for and say in one line how to resume (exit 130 / 143)."""
+    with ExitStack() as held:
+        return _run(args, held)
+
+
+def _run(args: argparse.Namespace, held: ExitStack) -> int:
     _check_run_args(args)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     try:
@@ -196,6 +214,8 @@ def run_command(args: argparse.Namespace) -> int:
     learner = built.learner
     logdir = args.logdir or str(Path("runs") / f"{stream.name}-{built.name}-{stamp}")
     check_output_path(logdir, "--logdir", directory=True)
+    if not args.logdir:
+        check_outputs(run_outputs(None, None, logdir), _run_inputs(args), overwrite=args.overwrite)
     runner = Prequential(learner, stream, batch_size=args.batch_size, window=args.window,
                          log_every=args.log_every, plugins=plugins,
                          records_path=Path(logdir) / "steps.csv",
@@ -205,6 +225,12 @@ def run_command(args: argparse.Namespace) -> int:
     state = None
     if args.resume:  # checked before anything is written
         state = runner.read_checkpoint(args.resume, trusted=args.trust_checkpoint)
+    for path, what, directory in ((args.checkpoint, f"--checkpoint {args.checkpoint}", False),
+                                  (logdir, f"--logdir {logdir}", True)):
+        if path:  # one writer per run directory and checkpoint; the lock names its holder
+            lock = held.enter_context(PathLock(path, what, directory=directory))
+            if lock.stale_note:
+                print(lock.stale_note)
     sink = tensorboard_sink(logdir, built.name, explainers,
                             figure_every=args.figure_every * args.batch_size)
     runner.add_sink(sink)
@@ -221,13 +247,14 @@ def run_command(args: argparse.Namespace) -> int:
     device = getattr(learner, "device", None)
     print(f"learner {learner!r}" + (f" on {device}" if device is not None else ""))
     finished = stream.n_samples is not None and runner.position >= stream.n_samples
+    stop = held.enter_context(StopRequest())  # SIGINT / SIGTERM: stop between two steps
     try:
         if finished:
             print(f"the run had already reached the end of the stream ({runner.position:,} "
                   "rows); nothing left to do")
         result = runner.run(args.steps if not finished else 0,
                             checkpoint_every=args.checkpoint_every,
-                            checkpoint_path=args.checkpoint)
+                            checkpoint_path=args.checkpoint, should_stop=stop)
         reporter = monitors.reporter
         if reporter is not None and writer is not None:
             if stream.n_samples is not None and runner.position >= stream.n_samples:
@@ -237,6 +264,10 @@ def run_command(args: argparse.Namespace) -> int:
         runner.close()
     if args.checkpoint:  # the final state, also when periodic checkpoints were written
         result.checkpoint = runner.save(args.checkpoint)
+    if stop.signum is not None:  # no summary and no --result-json: the run is not complete
+        raise CommandInterrupted(stop.signum, stopped_line(
+            stop.signum, runner.position, stream.n_samples, result.checkpoint,
+            finished=not result.stopped))
     print(result.table())
     divergences = getattr(learner, "divergences", None)
     if divergences:  # on_divergence="warn" / "skip" went on: say how often
@@ -308,14 +339,34 @@ def _check_run_args(args: argparse.Namespace) -> None:
         raise SystemExit(f"error: --report-at rows must be >= 1, got {args.report_at}")
     if args.report_settle is not None and args.report_settle < 0:
         raise SystemExit(f"error: --report-settle must be >= 0, got {args.report_settle}")
+    if not args.explain.strip(" ,"):
+        raise SystemExit(f"error: --explain {args.explain!r} names no explainer; choose from "
+                         f"{', '.join(EXPLAINERS)}, or 'none' to run without explainers")
     check_device(args.device)
     for flag in ("checkpoint", "result_json"):
         path = getattr(args, flag)
         if path:
             check_output_path(path, f"--{flag.replace('_', '-')}")
-    if args.resume and not Path(args.resume).is_file():
-        what = "is a directory" if Path(args.resume).is_dir() else "does not exist"
-        raise SystemExit(f"error: --resume {args.resume} {what}")
+    if args.logdir:
+        check_output_path(args.logdir, "--logdir", directory=True)
+    if args.resume:
+        kind = path_kind(args.resume)
+        if kind != "a regular file":
+            what = "does not exist" if kind == "missing" else f"is {kind}, not a checkpoint file"
+            raise SystemExit(f"error: --resume {args.resume} {what}")
+    check_outputs(run_outputs(args.checkpoint, args.result_json, args.logdir), _run_inputs(args),
+                  overwrite=args.overwrite, may_replace={"--checkpoint": "--resume"})
+    if args.checkpoint or args.resume:  # a key that cannot sign fails now, not after the work
+        check_key()
+
+
+def _run_inputs(args: argparse.Namespace) -> list[tuple[str, Path]]:
+    """The files a run reads: the stream and model spec when they are paths, the checkpoint
+    it resumes from."""
+    return [(flag, Path(value)) for flag, value in (("--stream", args.stream),
+                                                    ("--model", args.model),
+                                                    ("--resume", args.resume))
+            if value and Path(value).exists()]
 
 
 def _run_identity(args: argparse.Namespace, built: BuiltLearner) -> dict[str, Any]:
@@ -376,11 +427,8 @@ def _values(plugin: Explainer) -> dict[str, float]:
 
 
 def _write_json(path: Path, payload: Mapping[str, Any]) -> None:
-    """Write ``payload`` as JSON atomically (a temporary file, then a rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(payload, indent=1))
-    tmp.replace(path)
+    """Write ``payload`` as JSON atomically (a uniquely named temporary file, then a rename)."""
+    atomic_write(path, json.dumps(payload, indent=1).encode())
 
 
 

@@ -18,16 +18,20 @@ A sweep config is a TOML file::
 Every run gets ``<out>/<run id>/`` with its TensorBoard logs and ``result.json``; the table of
 all runs goes to ``<out>/results.csv`` (one row per run: the grid values, status, error,
 seconds, final metrics and explainer values). A failed run is reported with its error and does
-not stop the grid; a rerun skips the runs that have a ``result.json``. The whole config is checked
-(unknown keys, model and stream names, run options, CUDA availability, the Ray address) before
-any run starts.
+not stop the grid; a rerun skips the runs that have a ``result.json`` (one that is not a complete
+run result, e.g. cut short, is an error naming it). The whole config is checked (unknown keys,
+model and stream names, run options, CUDA availability, the Ray address, the grid's size —
+at most :data:`MAX_RUNS` runs, counted before any is built — and that no run appears twice)
+before any run starts. The output directory is held by one sweep at a time (a lock naming the
+holder), its ``results.csv`` is never written over an input, and an existing ``results.csv``
+that is not a sweep's table is replaced only with ``--overwrite``.
 
 Every value is checked against the type of its ``torchstream run`` option (a flag takes
 ``true``/``false``, a number option a number, a list option a list of strings, a choice one of
 its choices), and no value can become an option of its own: a string may not start with ``-``,
 and single values are passed as ``--option=value``. The options the sweep sets itself or that
 read or write files of a run (``logdir``, ``result_json``, ``checkpoint``, ``checkpoint_every``,
-``resume``, ``trust_checkpoint``, ``no_progress``) are refused.
+``resume``, ``trust_checkpoint``, ``overwrite``, ``no_progress``) are refused.
 """
 
 from __future__ import annotations
@@ -54,8 +58,10 @@ from typing import Any
 import pandas as pd
 import torch
 
-from torchstream.cli.errors import guarded
+from torchstream.cli.errors import CommandInterrupted, guarded
+from torchstream.cli.outputs import Output, check_outputs, read_result_json
 from torchstream.cli.run import EXPLAINERS, run_command, run_parser
+from torchstream.files import PathLock, atomic_write
 from torchstream.learners.registry import available_learners
 from torchstream.streams import SYNTHETIC
 
@@ -81,7 +87,10 @@ _GRID_KEYS = {"streams": "stream", "models": "model", "explain": "explain", "see
 #: ``torchstream run`` options a sweep config may not set: the sweep sets them itself, or they
 #: read or write a run's files (a checkpoint to resume from is never taken from a config).
 _RESERVED_RUN = frozenset({"logdir", "result_json", "resume", "checkpoint", "checkpoint_every",
-                           "trust_checkpoint", "no_progress", "help"})
+                           "trust_checkpoint", "overwrite", "no_progress", "help"})
+#: The most runs a grid may make (its size is the product of the grid lists' lengths, counted
+#: before any run is built).
+MAX_RUNS = 100_000
 _KEY = re.compile(r"[a-z][a-z0-9_]*")
 
 
@@ -125,11 +134,26 @@ class SweepConfig:
     ray_address: str | None = None
     grid: dict[str, list[Any]] = field(default_factory=dict)
     run: dict[str, Any] = field(default_factory=dict)
+    #: The config file it was read from (an input: no output may replace it).
+    source: Path | None = None
 
     def runs(self) -> list[RunSpec]:
-        """The grid's runs, in a fixed order."""
+        """The grid's runs, in a fixed order; ``ValueError`` when the grid makes more than
+        :data:`MAX_RUNS` runs (counted first) or a run twice."""
         keys = list(self.grid)
+        size = math.prod(len(self.grid[k]) for k in keys)
+        if size > MAX_RUNS:
+            sizes = " x ".join(f"{k} {len(self.grid[k]):,}" for k in keys)
+            raise ValueError(f"the grid makes {size:,} runs ({sizes}); a sweep runs at most "
+                             f"{MAX_RUNS:,}")
+        for k in keys:
+            seen: list[Any] = []
+            for v in self.grid[k]:
+                if v in seen:
+                    raise ValueError(f"[grid] {k} lists {v!r} twice: the same runs twice")
+                seen.append(v)
         out = []
+        ids: dict[str, tuple[Any, ...]] = {}
         for values in product(*(self.grid[k] for k in keys)):
             options = dict(self.run)
             parts = []
@@ -137,6 +161,10 @@ class SweepConfig:
                 options[_GRID_KEYS[k]] = v
                 parts.append(f"{_GRID_KEYS[k]}={_short(v)}")
             run_id = re.sub(r"[^A-Za-z0-9_.=,-]+", "_", "-".join(parts)) or "run"
+            if run_id in ids:
+                raise ValueError(f"the grid values {list(ids[run_id])} and {list(values)} give "
+                                 f"the same run folder {run_id!r}")
+            ids[run_id] = values
             out.append(RunSpec(run_id, options))
         return out
 
@@ -209,7 +237,7 @@ def load_sweep(path: str | Path) -> SweepConfig:
     if executor not in ("local", "ray"):
         _fail(path, f"[sweep] executor must be 'local' or 'ray', got {executor!r}")
     out = Path(sweep.get("out", Path("runs") / f"sweep-{name}"))
-    return SweepConfig(name, out, workers, executor, sweep.get("ray_address"), grid, run)
+    return SweepConfig(name, out, workers, executor, sweep.get("ray_address"), grid, run, path)
 
 
 def _run_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -316,6 +344,8 @@ def execute(argv: list[str], run_dir: str) -> dict[str, object]:
         with contextlib.redirect_stdout(log):
             guarded(run_command, run_parser().parse_args(argv))
         status, error = "ok", ""
+    except CommandInterrupted:  # Ctrl-C / SIGTERM stop the sweep, not only this run
+        raise
     except SystemExit as e:  # the command's one-line message (its str), or its exit status
         status, error = "failed", str(e) or f"exit status {e.code}"
     except Exception as e:  # noqa: BLE001 (a failed run must not stop the grid)
@@ -349,7 +379,7 @@ def _row(spec: RunSpec, out: Path, info: Mapping[str, Any] | None) -> dict[str, 
     row.update(info)
     result = out / spec.run_id / "result.json"
     if result.exists():
-        data = json.loads(result.read_text())
+        data: dict[str, Any] = read_result_json(result)
         row["status"] = "ok"
         row["n_rows"], row["seconds"] = data["n_rows"], data["seconds"]
         row.update(data["metrics"])
@@ -359,10 +389,12 @@ def _row(spec: RunSpec, out: Path, info: Mapping[str, Any] | None) -> dict[str, 
 
 
 def run_sweep(config: SweepConfig, *, executor: str | None = None,
-              echo: Callable[[str], None] = print) -> pd.DataFrame:
-    """Run the grid (skipping finished runs) and return the results table (a DataFrame)."""
+              echo: Callable[[str], None] = print, overwrite: bool = False) -> pd.DataFrame:
+    """Run the grid (skipping finished runs) and return the results table (a DataFrame).
+    ``overwrite``: replace an existing ``results.csv`` that is not a sweep's table."""
     executor = executor or config.executor
     runs = check_runs(config)
+    _check_files(config, runs, overwrite=overwrite)
     if executor == "ray":
         try:
             import ray  # noqa: F401
@@ -370,7 +402,46 @@ def run_sweep(config: SweepConfig, *, executor: str | None = None,
             raise ValueError("executor 'ray' needs Ray: pip install 'torchstream[ray]'") from None
         if config.ray_address and config.ray_address != "auto":
             _check_reachable(config.ray_address)
-    config.out.mkdir(parents=True, exist_ok=True)
+    with PathLock(config.out, f"the sweep output {config.out}", directory=True) as lock:
+        if lock.stale_note:
+            echo(lock.stale_note)
+        return _run_held(config, runs, executor, echo)
+
+
+def _check_files(config: SweepConfig, runs: Sequence[RunSpec], *, overwrite: bool) -> None:
+    """Before any run: ``results.csv`` is not an input (the config, a stream or model file)
+    nor a file of another kind (without ``overwrite``), no input lies in a run's folder, and
+    every finished run's ``result.json`` is a complete result (else an error naming it)."""
+    inputs: list[tuple[str, Path]] = []
+    if config.source is not None:
+        inputs.append(("sweep config", config.source))
+    for key in ("stream", "model"):
+        for value in dict.fromkeys(s.options.get(key) for s in runs):
+            if isinstance(value, str) and Path(value).is_file():
+                inputs.append((key, Path(value)))
+    table = config.out / "results.csv"
+    try:
+        check_outputs([Output(table, "--out", f"--out {config.out} (its results.csv)",
+                              "sweep results table")], inputs, overwrite=overwrite)
+    except SystemExit as e:
+        raise ValueError(str(e.code).removeprefix("error: ")) from None
+    folders = {(config.out / s.run_id).resolve(): s.run_id for s in runs}
+    for what, path in inputs:
+        for parent in path.resolve().parents:
+            if parent in folders:
+                raise ValueError(f"the {what} {path} lies in the folder of run {folders[parent]} "
+                                 f"({parent}), which the sweep writes; move it out of {config.out}")
+    for spec in runs:
+        result = config.out / spec.run_id / "result.json"
+        if result.exists():
+            try:
+                read_result_json(result)
+            except ValueError as e:
+                raise ValueError(f"{e}; remove it to run {spec.run_id} again") from None
+
+
+def _run_held(config: SweepConfig, runs: list[RunSpec], executor: str,
+              echo: Callable[[str], None]) -> pd.DataFrame:
     todo = [s for s in runs if not (config.out / s.run_id / "result.json").exists()]
     echo(f"sweep {config.name}: {len(runs)} runs, {len(runs) - len(todo)} already finished, "
          f"{len(todo)} to run on {executor} with {config.workers} worker(s)")
@@ -384,12 +455,12 @@ def run_sweep(config: SweepConfig, *, executor: str | None = None,
         infos[spec.run_id] = info
         run_dir = config.out / spec.run_id
         if run_dir.is_dir():
-            (run_dir / RUN_INFO).write_text(json.dumps(info))
+            atomic_write(run_dir / RUN_INFO, json.dumps(info).encode())
         echo(f"  {spec.run_id}: {info['status']}" + (f" ({info['error']})" if info["error"]
                                                      else ""))
     rows = [_row(s, config.out, infos.get(s.run_id)) for s in runs]
     table = pd.DataFrame(rows)
-    table.to_csv(config.out / "results.csv", index=False)
+    atomic_write(config.out / "results.csv", table.to_csv(index=False).encode())
     return table
 
 
@@ -464,6 +535,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                    help="override the config's executor")
     p.add_argument("--workers", type=int, help="override the config's number of workers")
     p.add_argument("--out", help="override the config's output directory")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an existing results.csv in the output directory that is not "
+                        "a sweep's results table (an input is never replaced)")
 
 
 def sweep_command(args: argparse.Namespace) -> int:
@@ -476,7 +550,7 @@ def sweep_command(args: argparse.Namespace) -> int:
             config.workers = args.workers
         if args.out:
             config.out = Path(args.out)
-        table = run_sweep(config, executor=args.executor)
+        table = run_sweep(config, executor=args.executor, overwrite=args.overwrite)
     except ValueError as e:
         raise SystemExit(f"error: {e}") from None
     cols = [c for c in table.columns if "/" not in c]
