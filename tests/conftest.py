@@ -9,7 +9,15 @@ from pathlib import Path
 import pytest
 import torch
 
+from torchstream.learners import use_threads
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
+
+# The package's CPU thread policy, settled before any test: one thread, as the first learner
+# would set it, so that no test sees its once-per-process ThreadsNotice among the warnings it
+# counts, whichever test runs first (tests/test_learner_threads.py checks the policy in fresh
+# processes).
+use_threads(1)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
