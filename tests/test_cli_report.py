@@ -149,8 +149,11 @@ def test_report_at_rows_the_user_names(tmp_path):
     data = json.loads((logdir / "report.json").read_text())
     assert [(r["row"], r["detector"]) for r in data["alarms"]] == [(300, "known"),
                                                                    (600, "known")]
-    # the before window of row 300 is rows 100-299, whole; the after window rows 500-699
-    assert (data["alarms"][0]["rows_before"], data["alarms"][0]["rows_after"]) == (200, 200)
+    # the before window of row 300 is rows 100-299, whole; the after window rows 500-699 would
+    # reach past the next change (row 600): it ends there, 500-599, and the report says so
+    first = data["alarms"][0]
+    assert (first["rows_before"], first["rows_after"], first["cut_at"]) == (200, 100, 600)
+    assert "windows end at the next change, row 600" in first["summary"]
 
 
 def test_resume_needs_the_same_report_settings(tmp_path):

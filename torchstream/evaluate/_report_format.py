@@ -8,13 +8,13 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TypedDict, cast
 
-from torchstream.evaluate._report_stats import Column
+from torchstream.evaluate._report_stats import Column, Distribution
 
-__all__ = ["Also", "Change", "Curve", "Region", "Report", "from_json", "json_safe", "nan_back", "summary",
+__all__ = ["Also", "Change", "Conditional", "Curve", "Region", "Report", "from_json", "json_safe", "nan_back", "summary",
            "to_markdown", "reports_to_json"]
 
 
-class Change(Column):
+class Change(Column, Distribution):
     """One feature's entry in a report: its importance before / after, how its input moved,
     whether ERICS saw a partial drift on it and how far its PD curve moved."""
 
@@ -77,6 +77,18 @@ class Also(TypedDict):
     note: str
 
 
+class Conditional(TypedDict):
+    """The test of ``P(y|x)`` (classification): the calibration gap (accuracy less the model's
+    mean confidence) before the alarm and right after it, the z statistic of its drop, and
+    whether ``P(y|x)`` changed (the drop significant and at least the effect floor)."""
+
+    test: str
+    gap_before: float
+    gap_right_after: float
+    z: float
+    changed: bool
+
+
 class Report(TypedDict):
     """A drift report (the JSON shape of :attr:`DriftReporter.reports`)."""
 
@@ -96,7 +108,10 @@ class Report(TypedDict):
     rows_before: int
     rows_after: int
     settle: int
+    cut_at: int | None
+    conditional: Conditional | None
     inputs_moved: bool
+    share_moved: float
     changes: list[Change]
     curves: list[Curve]
     where: Where
@@ -163,23 +178,38 @@ def summary(r: Report) -> str:
     recovered after 1,800 rows"; a ``warm-up`` or ``learning`` report says why it is not a
     drift."""
     said = reliance(r["changes"])
+    cut = (f"; windows end at the next change, row {r['cut_at']:,}"
+           if r["cut_at"] is not None else "")
     metric = (f"{r['metric']} {_fmt(r['metric_before'])} → "
               f"{_fmt(r['metric_right_after'])} right after")
     if r["kind"] == "warm-up":
         return (f"alarm at row {r['row']:,} while the model was still new (within the "
                 f"stream's first report window): {metric}; not reported as a drift" +
-                (f" (its reliance changes as it learns: {said})" if said else ""))
+                (f" (its reliance changes as it learns: {said})" if said else "") + cut)
     if r["kind"] == "learning":
         return (f"after row {r['row']:,} the model is still learning: {metric} on unchanged "
                 f"inputs; not reported as a drift" +
-                (f" (its reliance changes as it converges: {said})" if said else ""))
-    reliance_text = f"the model relies {said}" if said else \
-        "the model's feature reliance is unchanged"
+                (f" (its reliance changes as it converges: {said})" if said else "") + cut)
+    if r["kind"] == "virtual" and said:  # P(y|x) held: the reliance followed the inputs
+        reliance_text = f"the model's reliance moved with the inputs ({said})"
+    elif said:
+        reliance_text = f"the model relies {said}"
+    else:
+        reliance_text = "the model's feature reliance is unchanged"
     if not said and r["kind"] == "real":
         reliance_text += " but it predicts the same inputs worse (the relationship changed)"
-    moved = [c["feature"] for c in r["changes"] if c["input_moved"]]
-    inputs = f"inputs moved: {_names(moved)}" if moved else "inputs unchanged"
+    moved = {c["feature"]: c for c in r["changes"] if c["input_moved"]}
+    inputs = ("inputs moved: " + ", ".join(
+        f"`{f}` ({c['input_test']} {_fmt(c['input_statistic'])})" for f, c in moved.items())
+        if moved else "inputs unchanged")
     out = f"after row {r['row']:,} {reliance_text}; {inputs}; {_cost(r)}"
+    cond = r["conditional"]
+    if cond is not None:
+        expected = r["metric_right_after"] - cond["gap_right_after"] + cond["gap_before"]
+        out += (f"; P(y|x) changed: accuracy {_fmt(r['metric_right_after'])} right after where "
+                f"the model's confidence predicts {_fmt(expected)}" if cond["changed"] else
+                "; P(y|x) unchanged (accuracy as the model's confidence predicts)")
+    out += cut
     partial = [f for features in r["where"]["partial"].values() for f in features]
     if partial:
         out += f"; ERICS partial drift on {_names(partial)}"
@@ -216,7 +246,14 @@ def to_markdown(reports: Sequence[Report],
             out.append("")
             continue
         erics = bool(r["where"]["partial"])  # the column only where an ERICS detector ran
-        out.append("| explainer | feature | verdict | before | after | input shift (t) "
+        cond = r["conditional"]
+        if cond is not None:
+            out.append(f"P(y|x): {'changed' if cond['changed'] else 'unchanged'} (calibration "
+                       f"gap {_fmt(cond['gap_before'])} before, {_fmt(cond['gap_right_after'])}"
+                       f" right after, z {_fmt(cond['z'])}).\n")
+        if math.isfinite(r["share_moved"]):
+            out.append(f"Inputs moved: {100 * r['share_moved']:.0f} % of the features.\n")
+        out.append("| explainer | feature | verdict | before | after | input test (p) "
                    + ("| ERICS partial " if erics else "") + "| PD distance |")
         out.append("|---|---|---|---|---|---|" + ("---|" if erics else "") + "---|")
         for c in r["changes"]:
@@ -226,7 +263,8 @@ def to_markdown(reports: Sequence[Report],
                 f"| {c['explainer']} | {c['feature']} | {c['verdict']} | "
                 f"{_fmt(c['importance_before'])} ± {_fmt(c['bound_before'])} | "
                 f"{_fmt(c['importance_after'])} ± {_fmt(c['bound_after'])} | "
-                f"{_fmt(c['input_shift'])}{moved} |{partial} "
+                f"{c['input_test']} {_fmt(c['input_statistic'])} (p {_fmt(c['input_p'])})"
+                f"{moved} |{partial} "
                 f"{_fmt(c['pdp_distance'])} |")
         out.append("")
         for curve in r["curves"]:
@@ -262,7 +300,7 @@ def reports_to_json(reports: Sequence[Report], indent: int | None = 2) -> str:
     return json.dumps({"alarms": json_safe(list(reports))}, indent=indent)
 
 
-_MAYBE_NONE = ("rows_to_recovery", "recovered")
+_MAYBE_NONE = ("rows_to_recovery", "recovered", "cut", "cut_at", "conditional")
 
 
 def nan_back(value: object, key: str = "") -> object:

@@ -11,9 +11,10 @@ from typing import TypedDict
 
 import numpy as np
 import torch
+from scipy import stats
 
-__all__ = ["Column", "Shift", "curve_difference", "group_columns", "input_shift", "mean_bound",
-           "sample_mean_se", "z_quantile"]
+__all__ = ["Column", "Distribution", "Shift", "chi2_test", "curve_difference", "group_columns",
+           "input_shift", "kept_rows", "ks_test", "mean_bound", "sample_mean_se", "z_quantile"]
 
 
 class Column(TypedDict):
@@ -28,6 +29,73 @@ class Column(TypedDict):
     mean_after: float
     var_before: float
     var_after: float
+
+
+class Distribution(TypedDict):
+    """A feature's distribution test between the two windows: ``test`` ``"ks"`` (numeric: the
+    two-sample Kolmogorov-Smirnov statistic ``D`` on the windows' row samples), ``"chi2"`` (a
+    one-hot block or a missing indicator: Pearson's chi-squared on the category counts, the
+    statistic reported is the total variation distance) or ``"ks+chi2"`` (a numeric feature
+    with a missing indicator: the larger statistic, twice the smaller p-value); ``moved`` when
+    ``p`` is below the level (Bonferroni over the features) and the statistic is at least the
+    effect floor; ``labels`` / ``before`` / ``after``: the deciles (numeric) or the category
+    shares, for the figure."""
+
+    input_test: str
+    input_statistic: float
+    input_p: float
+    input_moved: bool
+    input_labels: list[str]
+    input_before: list[float]
+    input_after: list[float]
+
+
+def ks_test(a: torch.Tensor, b: torch.Tensor) -> tuple[float, float]:
+    """Two-sample Kolmogorov-Smirnov: ``D = max_x |F_a(x) - F_b(x)|`` over the pooled values and
+    its p-value from the one-sample distribution of ``D`` at the effective size
+    ``n_e = round(n m / (n + m))`` (``P(D_{n_e} >= D)``, close to Kolmogorov's limit
+    ``Q_KS(sqrt(n_e) D)`` for large samples); NaN when a sample is empty."""
+    n, m = int(a.numel()), int(b.numel())
+    if n == 0 or m == 0:
+        return math.nan, math.nan
+    a, b = a.to(torch.float64).sort().values, b.to(torch.float64).sort().values
+    x = torch.cat([a, b])
+    fa = torch.searchsorted(a, x, right=True).to(torch.float64) / n
+    fb = torch.searchsorted(b, x, right=True).to(torch.float64) / m
+    d = float((fa - fb).abs().max())
+    return d, float(stats.kstwo.sf(d, round(n * m / (n + m))))
+
+
+def chi2_test(before: Sequence[float], after: Sequence[float]) -> tuple[float, float, float]:
+    """Pearson's chi-squared test of homogeneity on the ``2 x k`` table of category counts
+    ``before`` / ``after`` (categories seen in neither window left out; ``k - 1`` degrees of
+    freedom): ``(chi2, p, total variation distance of the shares)``; NaN when a window is
+    empty, ``p = 1`` with a single category."""
+    cb = torch.tensor(list(before), dtype=torch.float64)
+    ca = torch.tensor(list(after), dtype=torch.float64)
+    seen = (cb + ca) > 0
+    cb, ca = cb[seen], ca[seen]
+    nb, na = float(cb.sum()), float(ca.sum())
+    if nb == 0 or na == 0:
+        return math.nan, math.nan, math.nan
+    tv = 0.5 * float((cb / nb - ca / na).abs().sum())
+    if cb.numel() < 2:
+        return 0.0, 1.0, tv
+    total = cb + ca
+    eb, ea = total * nb / (nb + na), total * na / (nb + na)
+    chi2 = float(((cb - eb) ** 2 / eb).sum() + ((ca - ea) ** 2 / ea).sum())
+    return chi2, float(stats.chi2.sf(chi2, cb.numel() - 1)), tv
+
+
+_HASH = 2654435761  # Knuth's multiplicative hash: rows kept look random, whatever the order
+
+
+def kept_rows(start: int, n: int, share: float) -> torch.Tensor:
+    """Which of the rows ``start .. start + n - 1`` a window's bounded sample keeps: a row
+    ``r`` when ``(r * 2654435761 mod 2^32) / 2^32 < share`` — about ``share`` of the rows,
+    the same rows after a resume (no state), no periodic pattern of the stream followed."""
+    r = torch.arange(start, start + n, dtype=torch.int64)
+    return ((r * _HASH) % (1 << 32)).to(torch.float64) / float(1 << 32) < share
 
 
 def z_quantile(level: float, m: int) -> float:

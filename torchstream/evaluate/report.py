@@ -32,12 +32,17 @@ snapshot summarises. For every feature of every explainer (a feature of several 
 * ``verdict``: ``"gained"`` if the intervals do not overlap and after > before, ``"lost"`` if
   they do not overlap and after < before, else ``"unchanged"``; a change smaller than
   ``min_effect`` times the explainer's largest mean importance is ``"unchanged"`` too;
-* ``input_shift``: Welch's t statistic of the feature's mean, after minus before, over the rows
-  of the two windows, ``(m_a - m_b) / sqrt(v_a / n_a + v_b / n_b)`` (a feature of several
-  columns: its column with the largest ``|t|``, named in ``input_column``), flagged
-  (``input_moved``) when ``|t|`` exceeds the normal quantile Bonferroni-corrected over the input
-  columns (large-sample test; rows treated as independent draws); ``smd`` is the standardized
-  mean difference ``(m_a - m_b) / sqrt((v_a + v_b) / 2)``;
+* ``input_test``, ``input_statistic``, ``input_p``, ``input_moved``: a test of the feature's
+  distribution between the windows fit for its kind — the two-sample Kolmogorov-Smirnov
+  statistic ``D = max |F_after - F_before|`` for a numeric column, on the rows each window
+  keeps (a share ``input_rows / window`` of its rows, picked by a hash of the row number: a
+  bounded, resumable sample), and Pearson's chi-squared on the category counts of a one-hot
+  block or a missing indicator (statistic shown: the total variation distance of the
+  shares); ``input_moved`` when ``p`` is below ``level / d`` (Bonferroni over the ``d``
+  features) and the statistic is at least ``min_shift``; ``input_before`` / ``input_after``:
+  the deciles or the category shares (the report's distribution figure). ``share_moved``: the
+  share of the features that moved. ``input_shift`` (Welch's t of the means, its column in
+  ``input_column``) and ``smd`` describe the mean's move;
 * ``partial_drift``: an ERICS detector raised a partial alert on the feature near the alarm,
   between ``r - window // 4`` and ``r + settle + window // 4``;
 * ``pdp_distance``: how far the shape of the feature's PD curve moved between ``r`` and the
@@ -46,17 +51,35 @@ snapshot summarises. For every feature of every explainer (a feature of several 
   ``pdps``, else the model's PD over the last ``pd_rows`` rows at each end, on the grid taken
   at ``r`` (NaN without a curve).
 
+**Real or virtual: a test of P(y|x).** A change of importance does not show a change of
+``P(y|x)``: importance is a property of the model *and* the data, and moves when the inputs
+move. For a classifier whose outputs are probabilities the report tests ``P(y|x)`` itself by
+the calibration gap ``g = 1[correct] - max_k p_k(x)`` of each row (test-then-train: the
+prediction before the row was learned). Under an unchanged ``P(y|x)`` the model's confidence
+at the new inputs still predicts its accuracy there, so the mean gap right after the alarm
+equals the gap before it whatever ``P(x)`` did (the same estimate of the accuracy under
+covariate shift as confidence-based performance estimation); a new ``P(y|x)`` labels the same
+inputs otherwise than the model expects, and the gap falls. ``conditional.changed`` when
+``gap_before - gap_right_after`` exceeds ``z`` standard errors (Welch, two-sided at ``level``)
+and ``min_conditional``. Closed forms (tests): labels flipped on half the input space: changed
+(``z`` 4-5 on 500 rows); inputs of a relevant feature moved with ``P(y|x)`` fixed: not changed.
+
 The report's ``kind``, the first that applies:
 
 * ``"warm-up"``: the alarm came before one ``window`` of rows had passed (``row < window``):
   the model is new and still learning, so its changing reliance is not a drift of the data;
-* ``"learning"``: the rows right after the alarm are predicted *better* than the before window
-  (``metric_improved``, the mirror of ``metric_dropped``) and no input moved: the model is
-  converging on unchanged data, and a reliance that grows with it is learning, not drift;
-* ``"real"``: some verdict is ``"gained"`` or ``"lost"`` (the model's reliance changed) or the
-  metric dropped while no input moved (the same inputs are predicted worse: the relationship
-  changed, the PD curves say how);
-* ``"virtual"``: no verdict changed and some input moved; else ``"none"``.
+* with the test of ``P(y|x)``: ``"real"`` when it changed; ``"learning"`` when the accuracy
+  rose (``metric_improved``) or a reliance changed while no input moved (neither ``P(x)`` nor
+  ``P(y|x)`` changed: the model is converging); ``"virtual"`` when an input moved (a changed
+  reliance then "moved with the inputs"); else ``"none"``;
+* without it (a regression, outputs that are not probabilities): ``"learning"`` when the
+  metric improved and no input moved; ``"real"`` when some verdict is ``"gained"`` or
+  ``"lost"`` or the metric dropped while no input moved; ``"virtual"`` when an input moved;
+  else ``"none"``.
+
+A new change (an alarm that joins no report, or a known drift) ends the windows of a report
+still waiting for its rows: they never reach past it (``cut_at``), so an early alarm is not
+blamed for a later change.
 
 The summary of a ``warm-up`` or ``learning`` report says so and calls nothing a drift; its
 changes are still listed in the report.
@@ -105,6 +128,7 @@ from torchstream.drift.erics import ERICS
 from torchstream.evaluate._report_format import (
     Also,
     Change,
+    Conditional,
     Curve,
     Region,
     Report,
@@ -116,6 +140,10 @@ from torchstream.evaluate._report_format import (
 )
 from torchstream.evaluate._report_pd import PDCurve, pd_curves, pd_grids
 from torchstream.evaluate._report_stats import (
+    Distribution,
+    chi2_test,
+    kept_rows,
+    ks_test,
     curve_difference,
     group_columns,
     input_shift,
@@ -124,6 +152,7 @@ from torchstream.evaluate._report_stats import (
     z_quantile,
 )
 from torchstream.evaluate.plugins import plugin_name
+from torchstream.explain._pdp_grid import _group_spec
 from torchstream.explain.ipdp import IncrementalPDP
 from torchstream.typing import BatchView
 
@@ -151,6 +180,9 @@ class _Entry(TypedDict):
     squares: list[float]
     metric: float
     metric_sq: float
+    sample: list[list[float]]  # the rows kept for the distribution tests (kept_rows)
+    gap: float  # sum over rows of correct - confidence (NaN: not probabilities)
+    gap_sq: float
 
 
 class _Recovery(TypedDict):
@@ -166,6 +198,7 @@ class _Recovery(TypedDict):
 class _Pending(_Recovery):
     detector: str
     also: list[Also]
+    cut: int | None  # the next change's row: the windows end before it
     curves: list[dict[str, list[float] | list[str]]]
     grids: dict[str, dict[str, object]]
     pd: dict[str, PDCurve]
@@ -178,6 +211,25 @@ class _Built(_Recovery):
 
 #: Called with every report when it is built (e.g. to write it to TensorBoard at its row).
 OnReport = Callable[["Report"], None]
+
+
+_DECILES = torch.linspace(0.1, 0.9, 9, dtype=torch.float64)
+
+
+def _column(entries: list[_Entry], cols: list[int]) -> torch.Tensor:
+    """The kept rows' values of a numeric feature (its value column; a nullable feature's
+    present values only)."""
+    rows = [r for e in entries for r in e["sample"]]
+    if not rows:
+        return torch.empty(0, dtype=torch.float64)
+    t = torch.tensor(rows, dtype=torch.float64)
+    if len(cols) == 2:  # value, missing indicator
+        t = t[t[:, cols[1]] == 0]
+    return t[:, cols[0]]
+
+
+def _deciles(x: torch.Tensor) -> list[float]:
+    return torch.quantile(x, _DECILES).tolist() if x.numel() else [math.nan] * 9
 
 
 def _also(also: list[Also], detector: str, row: int, note: str) -> None:
@@ -235,6 +287,15 @@ class DriftReporter(PluginBase):
         A verdict also needs ``|after - before|`` of at least this share of the explainer's
         largest mean importance (either window): a change too small to matter to the model is
         ``unchanged`` however sure (default 0.05; 0: the interval test alone).
+    input_rows
+        About how many rows of each window are kept for the distribution tests (a fixed share
+        ``input_rows / window`` of the rows, chosen by row number; default 500).
+    min_shift
+        The effect floor of an input flag: the KS statistic or the total variation distance
+        must reach it (default 0.1), as ``min_effect`` is the floor of a reliance verdict.
+    min_conditional
+        The effect floor of the test of ``P(y|x)``: the accuracy right after the alarm must lie
+        at least this far below what the model's confidence predicts (default 0.02).
     on_report
         Called with each report when it is built.
     """
@@ -255,21 +316,26 @@ class DriftReporter(PluginBase):
         min_effect: float = 0.05,
         pd_rows: int = 200,
         pd_grid: int = 20,
+        input_rows: int = 500,
+        min_shift: float = 0.1,
+        min_conditional: float = 0.02,
         on_report: OnReport | None = None,
     ) -> None:
         if not explainers:
             raise ValueError("explainers is empty: a drift report needs at least one explainer")
         if not 0.0 < level < 1.0:
             raise ValueError(f"level must be in (0, 1), got {level!r}")
-        if not 0.0 <= min_effect < 1.0:
-            raise ValueError(f"min_effect must be in [0, 1), got {min_effect!r}")
+        for label, share in (("min_effect", min_effect), ("min_shift", min_shift),
+                             ("min_conditional", min_conditional)):
+            if not 0.0 <= share < 1.0:
+                raise ValueError(f"{label} must be in [0, 1), got {share!r}")
         if window is None:
             window = max(1, round(2.0 / min(float(e.alpha) for e in explainers)))
         if settle is None:
             settle = window
         for label, value, low in (("window", window, 1), ("settle", settle, 0),
                                   ("horizon", horizon, 1), ("pd_rows", pd_rows, 0),
-                                  ("pd_grid", pd_grid, 2)):
+                                  ("pd_grid", pd_grid, 2), ("input_rows", input_rows, 1)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)
                                       or value < low):
                 raise ValueError(f"{label} must be a number of rows >= {low}, got {value!r}")
@@ -283,6 +349,9 @@ class DriftReporter(PluginBase):
         self.min_effect = float(min_effect)
         self.pd_rows = pd_rows
         self.pd_grid = pd_grid
+        self.input_rows = input_rows
+        self.min_shift = float(min_shift)
+        self.min_conditional = float(min_conditional)
         self.on_report = on_report
         self.known_drifts = sorted(int(r) for r in (known_drifts or ()))
         self.explainer_names = [plugin_name(e, i) for i, e in enumerate(self.explainers)]
@@ -319,7 +388,8 @@ class DriftReporter(PluginBase):
         return {"window": self.window, "known_drifts": list(self.known_drifts),
                 "level": self.level, "settle": self.settle, "horizon": self.horizon,
                 "min_effect": self.min_effect, "pd_rows": self.pd_rows, "pd_grid": self.pd_grid,
-                "pdps": list(self.pdp_names)}
+                "pdps": list(self.pdp_names), "input_rows": self.input_rows,
+                "min_shift": self.min_shift, "min_conditional": self.min_conditional}
 
     @property
     def _columns(self) -> list[str]:
@@ -333,6 +403,8 @@ class DriftReporter(PluginBase):
         start, end = batch.start, batch.start + int(batch.X.shape[0])
         signal = self._signal(batch)
         metric = float(signal.sum())
+        gap = self._gap(batch, signal)
+        sample = X[kept_rows(start, int(X.shape[0]), min(1.0, self.input_rows / self.window))]
         snapshots = [e.importance.detach().to("cpu", torch.float64).tolist()
                      for e in self.explainers]
         last = self._entries[-1] if self._entries else None
@@ -345,11 +417,16 @@ class DriftReporter(PluginBase):
                                + (X * X).sum(0)).tolist()
             last["metric"] += metric
             last["metric_sq"] += float((signal * signal).sum())
+            last["sample"] += sample.tolist()
+            last["gap"] += float(gap.sum())
+            last["gap_sq"] += float((gap * gap).sum())
         else:
             self._entries.append({
                 "start": start, "end": end, "snapshots": snapshots,
                 "sums": X.sum(0).tolist(), "squares": (X * X).sum(0).tolist(),
                 "metric": metric, "metric_sq": float((signal * signal).sum()),
+                "sample": sample.tolist(), "gap": float(gap.sum()),
+                "gap_sq": float((gap * gap).sum()),
             })
         self._record_where(end)
         if self.pd_rows:
@@ -360,8 +437,8 @@ class DriftReporter(PluginBase):
         self._open(end)
         self._follow_recovery(end - start, metric, end)
         span = self.settle + self.window
-        due = [p for p in self._pending if end >= p["row"] + span]
-        self._pending = [p for p in self._pending if end < p["row"] + span]
+        due = [p for p in self._pending if end >= p["row"] + span or p["cut"] is not None]
+        self._pending = [p for p in self._pending if p not in due]
         built = [self._add(pending) for pending in due]
         while self._entries and self._entries[0]["start"] < end - self.window - span:
             self._entries.popleft()
@@ -383,6 +460,19 @@ class DriftReporter(PluginBase):
         self._task = "regression"
         return (y_pred.to(torch.float64).reshape(-1) - y.to(torch.float64).reshape(-1)) ** 2
 
+    def _gap(self, batch: BatchView, signal: torch.Tensor) -> torch.Tensor:
+        """Per row: correct (0/1) less the model's confidence (its largest class probability);
+        NaN for a regression or outputs that are not probabilities (rows in [0, 1] summing to
+        1): the test of P(y|x) then does not apply."""
+        y_pred = batch.y_pred.detach().to("cpu", torch.float64)
+        if y_pred.ndim != 2 or y_pred.shape[0] == 0:
+            return torch.full_like(signal, math.nan)
+        ok = bool(((y_pred >= 0) & (y_pred <= 1)).all()) and bool(
+            ((y_pred.sum(1) - 1).abs() < 1e-3).all())
+        if not ok:
+            return torch.full_like(signal, math.nan)
+        return signal - y_pred.max(1).values
+
     def _open(self, end: int) -> None:
         """Open a report for every alert new since the last batch and every known drift
         passed; the PD curves are taken now (at the alarm)."""
@@ -400,8 +490,11 @@ class DriftReporter(PluginBase):
                 continue
             before = [e for e in self._entries if e["start"] >= row - self.window
                       and e["end"] <= row]
+            for earlier in self._pending:  # a new change: the earlier windows end before it
+                if earlier["cut"] is None and row < earlier["row"] + self.settle + self.window:
+                    earlier["cut"] = row
             grids, curves, output = self._pd_now()
-            self._pending.append({"row": row, "detector": source, "also": [],
+            self._pending.append({"row": row, "detector": source, "also": [], "cut": None,
                                   "curves": [_curve(p) for p in self.pdps],
                                   "grids": grids, "pd": curves, "output": output,
                                   "threshold": self._metric(before)[0], "recovered": None,
@@ -596,9 +689,10 @@ class DriftReporter(PluginBase):
     def _build(self, pending: _Pending) -> Report:
         began = time.perf_counter()
         row, w = pending["row"], self.window
+        cut = pending["cut"] if pending["cut"] is not None else math.inf
         before = [e for e in self._entries if e["start"] >= row - w and e["end"] <= row]
         a0 = row + self.settle
-        after = [e for e in self._entries if e["start"] >= a0 and e["end"] <= a0 + w]
+        after = [e for e in self._entries if e["start"] >= a0 and e["end"] <= min(a0 + w, cut)]
         n_b = sum(e["end"] - e["start"] for e in before)
         n_a = sum(e["end"] - e["start"] for e in after)
         n_inputs = len(self._entries[-1]["sums"]) if self._entries else 0
@@ -614,11 +708,17 @@ class DriftReporter(PluginBase):
                 partial[det].append(feature)
         flagged = {f for features in partial.values() for f in features}
         columns = self._columns
+        tested: dict[str, Distribution] = {}
         changes: list[Change] = []
         for k, explainer in enumerate(self.explainers):
             names = list(explainer.feature_names)
             groups = getattr(explainer, "groups", None)
             members = group_columns(getattr(groups, "members", None), len(names))
+            specs = {n: m for n, m in zip(names, members)}
+            for feature in names:
+                if feature not in tested:
+                    tested[feature] = self._distribution(feature, specs, before, after,
+                                                         len(names))
             z = z_quantile(self.level, len(names))
             n_eff_b = max(1.0, n_b * float(explainer.alpha) / 2.0)
             n_eff_a = max(1.0, n_a * float(explainer.alpha) / 2.0)
@@ -641,7 +741,7 @@ class DriftReporter(PluginBase):
                     "verdict": verdict,
                     "importance_before": imp_b[j], "importance_after": imp_a[j],
                     "bound_before": hw_b[j], "bound_after": hw_a[j], "evidence": evidence,
-                    **shift.column(members[j], columns),
+                    **shift.column(members[j], columns), **tested[feature],
                     "partial_drift": feature in flagged, "pdp_distance": math.nan,
                 })
         changes.sort(key=lambda c: (c["verdict"] == "unchanged", -c["evidence"]))
@@ -653,20 +753,31 @@ class DriftReporter(PluginBase):
         m_b, se_b = self._metric(before)
         m_a, _ = self._metric(after)
         first = min(w, self.settle) if self.settle else w  # the rows right after the alarm
-        m_f, se_f = self._metric([e for e in self._entries
-                                  if e["start"] >= row and e["end"] <= row + first])
+        right_after = [e for e in self._entries
+                       if e["start"] >= row and e["end"] <= min(row + first, cut)]
+        m_f, se_f = self._metric(right_after)
         worse = (m_b - m_f) if self._task != "regression" else (m_f - m_b)
-        margin = z_quantile(self.level, 1) * math.hypot(se_b, se_f)
+        z_metric = z_quantile(self.level, 1)
+        margin = z_metric * math.hypot(se_b, se_f)
         dropped = bool(math.isfinite(worse) and worse > margin)
         improved = bool(math.isfinite(worse) and -worse > margin)
+        conditional = self._conditional(before, right_after, z_metric)
+        moved = any(d["input_moved"] for d in tested.values())
         if row < w:
             kind = "warm-up"  # fewer than one window of rows before it: the model is new
-        elif improved and not shift.any_moved:
+        elif conditional is not None:  # classification: P(y|x) tested by the calibration gap
+            if conditional["changed"]:
+                kind = "real"  # the same inputs are labelled otherwise than the model expects
+            elif improved and not moved or changed and not moved:
+                kind = "learning"  # reliance or accuracy moved with neither P(x) nor P(y|x)
+            else:
+                kind = "virtual" if moved else "none"  # a reliance change moved with P(x)
+        elif improved and not moved:
             kind = "learning"  # better on the same inputs: convergence, not a change of data
-        elif changed or (dropped and not shift.any_moved):
+        elif changed or (dropped and not moved):
             kind = "real"  # the reliance changed, or the same inputs are now predicted worse
         else:
-            kind = "virtual" if shift.any_moved else "none"
+            kind = "virtual" if moved else "none"
         report: Report = {
             "row": int(row), "detector": pending["detector"], "also": list(pending["also"]),
             "summary": "", "kind": kind,
@@ -675,7 +786,11 @@ class DriftReporter(PluginBase):
             "metric_dropped": dropped, "metric_improved": improved,
             "rows_to_recovery": pending["rows_to_recovery"], "recovered": pending["recovered"],
             "rows_before": n_b, "rows_after": n_a, "settle": self.settle,
-            "inputs_moved": shift.any_moved, "changes": changes, "curves": curves,
+            "cut_at": pending["cut"], "conditional": conditional,
+            "inputs_moved": moved,
+            "share_moved": (sum(d["input_moved"] for d in tested.values()) / len(tested)
+                            if tested else math.nan),
+            "changes": changes, "curves": curves,
             "where": {"partial": partial,
                       "regions": [r for r in self._regions
                                   if row - near <= r["row"] < a0 + near][:5]},
@@ -684,6 +799,75 @@ class DriftReporter(PluginBase):
         report["summary"] = summary(report)
         report["build_ms"] = 1000.0 * (time.perf_counter() - began)
         return report
+
+    def _distribution(self, feature: str, specs: Mapping[str, Sequence[int]],
+                      before: list[_Entry], after: list[_Entry], n_features: int
+                      ) -> Distribution:
+        """The distribution test of one feature between the windows (see
+        :class:`~torchstream.evaluate._report_stats.Distribution`): KS on the kept rows of a
+        numeric column, chi-squared on the counts of a one-hot block (its columns' sums) or of
+        a missing indicator."""
+        columns = self._columns
+        spec = _group_spec(feature, {n: list(c) for n, c in specs.items()},
+                           columns if len(columns) > max(max(c) for c in specs.values()) else None)
+        cols = list(spec.columns)
+        tests: list[tuple[str, float, float]] = []  # (test, statistic, p)
+        labels: list[str] = []
+        shares_b: list[float] = []
+        shares_a: list[float] = []
+        if spec.kind == "categorical":
+            cb = [sum(e["sums"][c] for e in before) for c in cols]
+            ca = [sum(e["sums"][c] for e in after) for c in cols]
+            _, p, tv = chi2_test(cb, ca)
+            tests.append(("chi2", tv, p))
+            labels = list(spec.labels)
+            shares_b = [v / max(sum(cb), 1e-300) for v in cb]
+            shares_a = [v / max(sum(ca), 1e-300) for v in ca]
+        else:
+            xb = _column(before, cols)
+            xa = _column(after, cols)
+            d, p = ks_test(xb, xa)
+            tests.append(("ks", d, p))
+            labels = [f"q{int(q * 100)}" for q in _DECILES.tolist()]
+            shares_b = _deciles(xb)
+            shares_a = _deciles(xa)
+            if spec.kind == "nullable":
+                nb = sum(e["end"] - e["start"] for e in before)
+                na = sum(e["end"] - e["start"] for e in after)
+                mb = sum(e["sums"][cols[1]] for e in before)
+                ma = sum(e["sums"][cols[1]] for e in after)
+                _, p2, tv = chi2_test([mb, nb - mb], [ma, na - ma])
+                tests.append(("chi2", tv, p2))
+        finite = [(t, st, p) for t, st, p in tests if math.isfinite(p)]
+        if not finite:
+            name, statistic, p = "+".join(t for t, _, _ in tests), math.nan, math.nan
+        else:
+            name = "+".join(t for t, _, _ in tests)
+            statistic = max(st for _, st, _ in finite)
+            p = min(1.0, len(tests) * min(p for _, _, p in finite))
+        moved = bool(math.isfinite(p) and p < self.level / max(n_features, 1)
+                     and statistic >= self.min_shift)
+        return {"input_test": name, "input_statistic": statistic, "input_p": p,
+                "input_moved": moved, "input_labels": labels, "input_before": shares_b,
+                "input_after": shares_a}
+
+    def _conditional(self, before: list[_Entry], right_after: list[_Entry], z: float
+                     ) -> Conditional | None:
+        """The test of ``P(y|x)`` by the calibration gap (module docstring); None for a
+        regression or outputs that are not probabilities."""
+        n_b = sum(e["end"] - e["start"] for e in before)
+        n_f = sum(e["end"] - e["start"] for e in right_after)
+        g_b, se_b = sample_mean_se(sum(e["gap"] for e in before),
+                                   sum(e["gap_sq"] for e in before), n_b)
+        g_f, se_f = sample_mean_se(sum(e["gap"] for e in right_after),
+                                   sum(e["gap_sq"] for e in right_after), n_f)
+        if self._task == "regression" or not (math.isfinite(g_b) and math.isfinite(g_f)):
+            return None
+        drop = g_b - g_f
+        se = math.hypot(se_b, se_f)
+        return {"test": "calibration gap", "gap_before": g_b, "gap_right_after": g_f,
+                "z": drop / se if se > 0 else (math.inf if drop > 0 else 0.0),
+                "changed": bool(drop > z * se and drop >= self.min_conditional)}
 
     def _metric(self, entries: list[_Entry]) -> tuple[float, float]:
         n = sum(e["end"] - e["start"] for e in entries)
