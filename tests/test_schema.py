@@ -269,6 +269,20 @@ def test_value_errors_name_row_and_column(schema, bad, message):
         schema.encode(_rows(schema, bad), first_row=10)
 
 
+@pytest.mark.parametrize("schema", [PLAIN, MIXED], ids=["plain", "mixed"])
+@pytest.mark.parametrize("value", [1e39, -1e39, "1e39"])
+def test_a_value_beyond_float32_is_an_error_never_inf(schema, value):
+    rows = _rows(schema, {"x": value})
+    with pytest.raises(ValueError, match=r"row 12, column 'x': -?1e\+39 overflows float32"):
+        schema.encode(rows, first_row=10)
+    # float32's largest value passes; float64 holds 1e39 exactly as given
+    assert schema.encode(_rows(schema, {"x": 3.4e38}))[2].isfinite().all()
+    X64 = schema.encode(rows, dtype=torch.float64)
+    assert abs(X64[2, schema.columns.index("x")].item()) == 1e39
+    with pytest.raises(ValueError, match=r"row 2, column 'x': 70000 overflows float16"):
+        schema.encode(_rows(schema, {"x": 7e4}), dtype=torch.float16)
+
+
 def test_nan_is_allowed_only_in_nullable():
     X = MIXED.encode(_rows(MIXED, {"a": NAN}))
     assert X[2, :2].tolist() == [0.0, 1.0]

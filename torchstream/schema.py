@@ -14,8 +14,10 @@ Policies (stated once, applied everywhere):
   ``0 .. t-1``, never one computed from later rows.
 * **Unseen categories** are an error (``unseen="error"``, the default) or go to an explicit
   ``"<other>"`` category (``unseen="other"``), which has its own one-hot column / ordinal code.
-* **Infinite values** are always an error. A dict row with an unknown key or without a
-  declared feature is an error that names the key and the row.
+* **Infinite values** are always an error, and so is a finite value too large for the
+  tensor's float type (``1e39`` in ``float32``), which the conversion would make infinite. A
+  dict row with an unknown key or without a declared feature is an error that names the key
+  and the row.
 * **Bools are not numbers** when categories (and class labels of a stream) are matched: Python has
   ``True == 1``, but a feature with categories ``(False, True)`` treats the value ``1`` as an
   unseen category, and ``True`` and ``1`` may be two distinct categories (see :func:`match_key`).
@@ -298,6 +300,7 @@ class Schema:
         else:
             values = [self._mixed_row(r, first_row + i) for i, r in enumerate(rows)]
             out = torch.tensor(values, dtype=torch.float64).reshape(len(values), self.n_columns)
+        self._check_fits(out, dtype, first_row)
         return out.to(device=device, dtype=dtype)
 
     def encode_one(
@@ -350,6 +353,22 @@ class Schema:
             raise ValueError(
                 f"row {first_row + r}, column {self.columns[c]!r}: {what} value in a feature "
                 f"that is not nullable"
+            )
+
+    def _check_fits(self, out: torch.Tensor, dtype: torch.dtype, first_row: int) -> None:
+        """Every (finite, float64) value of ``out`` fits ``dtype``: a narrower float type would
+        turn a larger magnitude into an infinity, which the policy calls an error."""
+        if not dtype.is_floating_point or torch.finfo(dtype).max >= torch.finfo(out.dtype).max:
+            return
+        largest = torch.finfo(dtype).max
+        bad = out.abs() > largest
+        if bool(bad.any()):
+            r, c = (int(v) for v in bad.nonzero()[0])
+            kind = str(dtype).removeprefix("torch.")
+            raise ValueError(
+                f"row {first_row + r}, column {self.columns[c]!r}: {float(out[r, c]):g} overflows "
+                f"{kind} (largest magnitude {largest:.4g}; it would become infinite); rescale "
+                f"the column or encode with dtype=torch.float64"
             )
 
     def _mixed_row(self, row: Mapping[Hashable, Any], i: int) -> list[float]:
