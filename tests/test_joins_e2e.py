@@ -268,3 +268,18 @@ def test_the_extras_install_what_their_names_promise():
         "project"]["optional-dependencies"]
     assert any(r.startswith("scikit-learn") for r in extras["reproduce"])
     assert any(r.startswith("jupyterlab") for r in extras["notebooks"])
+
+
+def test_the_report_explains_with_the_zero_one_loss(default_run):
+    """With --report, iPFI and iSAGE measure the zero-one loss (a difference of error rates:
+    within [-1, 1]; cross-entropy importances of this stream reach 2.4)."""
+    _, result = default_run
+    for explainer in ("ipfi", "isage"):
+        values = result["explanations"][explainer].values()
+        assert max(abs(v) for v in values) <= 1.0 and max(values) > 0.05
+
+
+def test_explain_loss_is_checked_against_the_task(tmp_path):
+    with pytest.raises(SystemExit, match="--explain-loss mse is a loss of a regression"):
+        main(["run", "--n-samples", "100", "--explain-loss", "mse", "--logdir",
+              str(tmp_path / "r"), "--no-progress"])
