@@ -3,8 +3,8 @@
 Every module of ``torchstream`` belongs to one layer; a module may import its own layer and the
 layers below it, never a layer above::
 
-    0 data        torchstream.{_version, _deprecation, base, checkpoint, compiling, devices,
-                  files, losses, schema, streams, typing}
+    0 data        torchstream.{_version, _deprecation, _lazy, base, checkpoint, compiling,
+                  devices, files, losses, schema, streams, typing}
     1 models      torchstream.models
     2 learners    torchstream.learners
     3 algorithms  torchstream.{explain, select, drift, trees}
@@ -46,7 +46,7 @@ LAYER_NAMES = ("data", "models", "learners", "algorithms", "evaluate", "sinks", 
 #: ``torchstream.``; ``""`` is the package's own ``__init__``).
 LAYERS: dict[str, str] = {
     "_version": "data", "_deprecation": "data", "base": "data", "checkpoint": "data",
-    "compiling": "data", "devices": "data", "files": "data",
+    "_lazy": "data", "compiling": "data", "devices": "data", "files": "data",
     "losses": "data", "schema": "data", "streams": "data", "typing": "data",
     "models": "models",
     "learners": "learners",

@@ -1,10 +1,23 @@
-"""torchstream: explainable online learning on data streams with PyTorch."""
+"""torchstream: explainable online learning on data streams with PyTorch.
 
+The public classes below are imported on first use (``torchstream.OnlineLearner``, or
+``from torchstream import OnlineLearner``), so ``import torchstream`` stays cheap.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from torchstream._lazy import lazy_names
 from torchstream._version import __version__
-from torchstream.evaluate import Evaluator, Prequential
-from torchstream.learners import OnlineClassifier, OnlineLearner, OnlineRegressor
-from torchstream.schema import Feature, Schema
-from torchstream.streams import Stream
+
+if TYPE_CHECKING:
+    from torchstream.evaluate.prequential import Prequential
+    from torchstream.evaluate.runner import Evaluator
+    from torchstream.learners.online import OnlineLearner
+    from torchstream.learners.tasks import OnlineClassifier, OnlineRegressor
+    from torchstream.schema import Feature, Schema
+    from torchstream.streams.base import Stream
 
 __all__ = [
     "Evaluator",
@@ -17,3 +30,12 @@ __all__ = [
     "Stream",
     "__version__",
 ]
+
+__getattr__, __dir__ = lazy_names(__name__, {
+    "torchstream.evaluate.prequential": ("Prequential",),
+    "torchstream.evaluate.runner": ("Evaluator",),
+    "torchstream.learners.online": ("OnlineLearner",),
+    "torchstream.learners.tasks": ("OnlineClassifier", "OnlineRegressor"),
+    "torchstream.schema": ("Feature", "Schema"),
+    "torchstream.streams.base": ("Stream",),
+})

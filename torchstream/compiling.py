@@ -7,7 +7,8 @@ its own code object, so one object's graphs never count against another's recomp
 turned off (``compile_off_reason``, said once in a ``RuntimeWarning``; the eager path runs from
 then on) and the one-off compile time (``compile_seconds``: the first call of each key). The
 first call of a key runs with torch's recompile limit raising instead of falling back to eager
-frames without a word, so that every failure to compile is said.
+frames without a word, so that every failure to compile is said. The compiler stack
+(``torch._dynamo``) is imported by torch at the first compile, not with this module.
 
 .. [PT2] J. Ansel et al. (2024). PyTorch 2: faster machine learning through dynamic Python
    bytecode transformation and graph compilation. *ASPLOS '24*, 929-947.
@@ -22,7 +23,6 @@ from collections.abc import Callable, Hashable
 from typing import TypeVar
 
 import torch
-import torch._dynamo
 
 __all__ = ["CompileSwitch", "compile_private"]
 

@@ -1,26 +1,33 @@
 """Streaming evaluation: the runner and its strategies, the plug-in protocol, metrics."""
 
-from torchstream.evaluate.delay import LabelDelay
-from torchstream.evaluate.metrics import (
-    F1,
-    MAE,
-    METRICS,
-    MSE,
-    Accuracy,
-    LogLoss,
-    Metric,
-    default_metrics,
-)
-from torchstream.evaluate.plugins import Batch, Plugin
-from torchstream.evaluate.prequential import Prequential
-from torchstream.evaluate.runner import Evaluator, RunResult
-from torchstream.evaluate.strategies import (
-    DistributedKFold,
-    PeriodicHoldout,
-    StepPlan,
-    Strategy,
-    TestThenTrain,
-)
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from torchstream._lazy import lazy_names
+
+if TYPE_CHECKING:
+    from torchstream.evaluate.delay import LabelDelay
+    from torchstream.evaluate.metrics import (
+        F1,
+        MAE,
+        METRICS,
+        MSE,
+        Accuracy,
+        LogLoss,
+        Metric,
+        default_metrics,
+    )
+    from torchstream.evaluate.plugins import Batch, Plugin
+    from torchstream.evaluate.prequential import Prequential
+    from torchstream.evaluate.runner import Evaluator, RunResult
+    from torchstream.evaluate.strategies import (
+        DistributedKFold,
+        PeriodicHoldout,
+        StepPlan,
+        Strategy,
+        TestThenTrain,
+    )
 
 __all__ = [
     "F1",
@@ -43,3 +50,16 @@ __all__ = [
     "TestThenTrain",
     "default_metrics",
 ]
+
+__getattr__, __dir__ = lazy_names(__name__, {
+    "torchstream.evaluate.delay": ("LabelDelay",),
+    "torchstream.evaluate.metrics": (
+        "F1", "MAE", "METRICS", "MSE", "Accuracy", "LogLoss", "Metric", "default_metrics",
+    ),
+    "torchstream.evaluate.plugins": ("Batch", "Plugin"),
+    "torchstream.evaluate.prequential": ("Prequential",),
+    "torchstream.evaluate.runner": ("Evaluator", "RunResult"),
+    "torchstream.evaluate.strategies": (
+        "DistributedKFold", "PeriodicHoldout", "StepPlan", "Strategy", "TestThenTrain",
+    ),
+})

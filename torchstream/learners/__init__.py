@@ -1,16 +1,23 @@
 """Online learners and the adapters that turn any model into a ``ModelFn``."""
 
-from torchstream.learners.adapters import RiverModelFn, SklearnModelFn, as_model_fn
-from torchstream.learners.divergence import DivergenceError, DivergenceWarning
-from torchstream.learners.online import (
-    OnlineClassifier,
-    OnlineLearner,
-    OnlineRegressor,
-    resolve_device,
-)
-from torchstream.learners.river_learner import RiverLearner
-from torchstream.learners.scaling import RunningStandardizer
-from torchstream.learners.threads import ThreadsNotice, use_threads
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from torchstream._lazy import lazy_names
+
+if TYPE_CHECKING:
+    from torchstream.learners.adapters import RiverModelFn, SklearnModelFn, as_model_fn
+    from torchstream.learners.divergence import DivergenceError, DivergenceWarning
+    from torchstream.learners.online import (
+        OnlineClassifier,
+        OnlineLearner,
+        OnlineRegressor,
+        resolve_device,
+    )
+    from torchstream.learners.river_learner import RiverLearner
+    from torchstream.learners.scaling import RunningStandardizer
+    from torchstream.learners.threads import ThreadsNotice, use_threads
 
 __all__ = [
     "DivergenceError",
@@ -27,3 +34,14 @@ __all__ = [
     "resolve_device",
     "use_threads",
 ]
+
+__getattr__, __dir__ = lazy_names(__name__, {
+    "torchstream.learners.adapters": ("RiverModelFn", "SklearnModelFn", "as_model_fn"),
+    "torchstream.learners.divergence": ("DivergenceError", "DivergenceWarning"),
+    "torchstream.learners.online": (
+        "OnlineClassifier", "OnlineLearner", "OnlineRegressor", "resolve_device",
+    ),
+    "torchstream.learners.river_learner": ("RiverLearner",),
+    "torchstream.learners.scaling": ("RunningStandardizer",),
+    "torchstream.learners.threads": ("ThreadsNotice", "use_threads"),
+})
