@@ -18,6 +18,7 @@ from torchstream.evaluate.report import DriftReporter
 from torchstream.explain import IncrementalPFI
 from torchstream.models import MLP
 from torchstream.streams import from_numpy
+from torchstream.viz.report import plot_report_inputs
 
 
 @pytest.mark.parametrize("n, m, shift, scale", [(300, 250, 0.1, 1.3), (40, 1000, 0.0, 1.0),
@@ -135,3 +136,20 @@ def test_stationary_control_reports_no_change(seed):
     r = _report("none", seed)
     assert not _moved(r) and not r["conditional"]["changed"]
     assert r["kind"] in ("none", "learning"), r["summary"]
+
+
+def test_inputs_figure_draws_the_reported_distributions():
+    r = _report("virtual", 1)
+    fig = plot_report_inputs(r)
+    first = fig.axes[0]
+    assert first.get_title().startswith("x0 (moved): ks")  # the moved feature first
+    x0 = next(c for c in r["changes"] if c["feature"] == "x0")
+    before, after = (line.get_ydata() for line in first.get_lines()[:2])
+    assert list(before) == pytest.approx(x0["input_before"])
+    assert list(after) == pytest.approx(x0["input_after"])
+    # the deciles are those of the rows each window kept (every row here: window 500): the
+    # batches of 8 lying wholly in 2,000..2,499, rows 2,000..2,495 (float32, as learned)
+    rng = np.random.default_rng(1)
+    X = rng.uniform(-1, 1, (N, 3)).astype(np.float32).astype(np.float64)
+    want = np.quantile(X[DRIFT - WINDOW:DRIFT - 4, 0], np.linspace(0.1, 0.9, 9))
+    assert list(before) == pytest.approx(list(want), abs=1e-6)

@@ -13,7 +13,8 @@ from matplotlib.figure import Figure
 from torchstream.evaluate.report import Curve, Report
 from torchstream.viz._figure import agg_figure
 
-__all__ = ["figure_pixels", "plot_report_curve", "plot_report_importance", "report_figures"]
+__all__ = ["figure_pixels", "plot_report_curve", "plot_report_importance", "plot_report_inputs",
+           "report_figures"]
 
 _COLOURS = {"gained": "tab:green", "lost": "tab:red", "unchanged": "tab:grey"}
 
@@ -81,13 +82,54 @@ def plot_report_curve(report: Report, curve: Curve) -> Figure:
     return fig
 
 
+def plot_report_inputs(report: Report, *, top: int = 6) -> Figure:
+    """The distributions of the ``top`` inputs that moved most (moved first, then by their
+    statistic), before (blue) and after (red) the row: a numeric feature's deciles, a
+    categorical feature's shares; each panel titled with its test, statistic and p-value."""
+    seen: dict[str, dict[str, object]] = {}
+    for c in report["changes"]:
+        seen.setdefault(c["feature"], dict(c))
+    ranked = sorted(seen.values(), key=lambda c: (not c["input_moved"],
+                                                  -_finite(float(c["input_statistic"]))))[:top]
+    cols = min(3, max(len(ranked), 1))
+    rows = max(1, math.ceil(len(ranked) / cols))
+    fig = agg_figure((3.4 * cols, 2.6 * rows + 0.4))
+    for i, c in enumerate(ranked):
+        ax = fig.add_subplot(rows, cols, i + 1)
+        labels = [str(v) for v in c["input_labels"]]  # type: ignore[attr-defined]
+        before = [_finite(float(v)) for v in c["input_before"]]  # type: ignore[attr-defined]
+        after = [_finite(float(v)) for v in c["input_after"]]  # type: ignore[attr-defined]
+        x = np.arange(len(labels))
+        if str(c["input_test"]).startswith("ks"):  # deciles: the quantile function
+            ax.plot(x, before, color="tab:blue", marker="o", ms=3, label="before")
+            ax.plot(x, after, color="tab:red", marker="o", ms=3, label="after")
+            ax.set_ylabel("value", fontsize="small")
+        else:  # shares of the categories
+            ax.bar(x - 0.2, before, 0.4, color="tab:blue", label="before")
+            ax.bar(x + 0.2, after, 0.4, color="tab:red", label="after")
+            ax.set_ylabel("share", fontsize="small")
+        ax.set_xticks(x)
+        ax.set_xticklabels(labels, rotation=45 if len(labels) > 4 else 0, fontsize="x-small")
+        mark = " (moved)" if c["input_moved"] else ""
+        ax.set_title(f"{c['feature']}{mark}: {c['input_test']} "
+                     f"{_finite(float(c['input_statistic'])):.3g}, "
+                     f"p {float(c['input_p']):.2g}", fontsize="small")
+        if i == 0:
+            ax.legend(fontsize="x-small")
+    fig.suptitle(f"inputs around row {report['row']:,}: before and after", fontsize="medium")
+    fig.tight_layout()
+    return fig
+
+
 def report_figures(report: Report, *, curves: int = 4) -> list[tuple[str, Figure]]:
     """``(name, figure)`` of a report: one importance figure per explainer
-    (``importance_<explainer>``), then the PD curves of the features whose importance changed,
-    at most ``curves`` (``pdp_<feature>``)."""
+    (``importance_<explainer>``), the inputs' distributions (``inputs``), then the PD curves
+    of the features whose importance changed, at most ``curves`` (``pdp_<feature>``)."""
     out: list[tuple[str, Figure]] = []
     for explainer in dict.fromkeys(c["explainer"] for c in report["changes"]):
         out.append((f"importance_{explainer}", plot_report_importance(report, explainer)))
+    if report["changes"]:
+        out.append(("inputs", plot_report_inputs(report)))
     changed = [c for c in report["curves"] if c["verdict_changed"]]
     for curve in changed[:curves]:
         out.append((f"pdp_{curve['feature']}", plot_report_curve(report, curve)))
