@@ -18,6 +18,7 @@ from torchstream import OnlineLearner
 from torchstream.learners import DivergenceError, DivergenceWarning
 from torchstream.learners.divergence import LossMonitor
 from torchstream.learners.guard import read_scalars
+from torchstream.learners.tasks import MAX_IMPLIED_CLASSES
 from torchstream.models import MLP, Probit
 from torchstream.streams import make_synthetic
 
@@ -395,3 +396,59 @@ def test_a_module_that_cannot_be_copied_takes_l_init_from_its_own_first_losses()
     assert model._monitor._init_sum / model._monitor._init_rows == pytest.approx(
         sum(losses) / len(losses), rel=1e-12
     )
+
+
+# ---------------------------------------------------------------- inputs no step can use
+def test_a_label_far_beyond_the_classes_is_an_error_naming_it():
+    """y holds indices into classes_: 10**6 would make 1,000,001 output units for two rows.
+    The error names the row, the index and what to do, and nothing grows; an index that
+    implies at most MAX_IMPLIED_CLASSES unseen classes still adds them."""
+    model = OnlineLearner(mlp, n_features=3, seed=0)
+    model.learn(torch.zeros(2, 3), torch.tensor([0, 1]))
+    before = learner_state(model)
+    with pytest.raises(ValueError, match=r"y\[1\] \(row 3\): class index 1,000,000 would make "
+                                         r"1,000,001 classes .*999,997 of them never seen .*"
+                                         r"declare the classes \(classes=\.\.\.\)"):
+        model.learn(torch.zeros(3, 3), torch.tensor([0, 1_000_000, 5]))
+    assert_same_state(before, learner_state(model))
+    assert model.classes_ == [0, 1] and model.module.output_layer.out_features == 2
+    top = 2 + MAX_IMPLIED_CLASSES  # classes 2..top-1 implied, top itself seen
+    model.learn(torch.zeros(1, 3), torch.tensor([top]))
+    assert len(model.classes_) == top + 1 == model.module.output_layer.out_features
+    with pytest.raises(ValueError, match=r"1,001 of them never seen"):
+        model.learn(torch.zeros(1, 3), torch.tensor([top + 2 + MAX_IMPLIED_CLASSES]))
+
+
+@pytest.mark.parametrize("task", ["classification", "regression"])
+def test_complex_inputs_are_an_error_never_their_real_part(task):
+    model = OnlineLearner(mlp, n_features=2, task=task, seed=0)
+    X = torch.tensor([[1.0 + 2.0j, 3.0 + 0.0j]])
+    y = torch.tensor([1]) if task == "classification" else torch.tensor([0.5])
+    with pytest.raises(TypeError, match=r"X must hold real numbers, got dtype torch.complex64"):
+        model.learn(X, y)
+    with pytest.raises(TypeError, match=r"X must hold real numbers"):
+        model.predict(X)
+    assert model.n_samples_seen == 0
+    if task == "regression":
+        with pytest.raises(TypeError, match=r"targets must be real numbers, got dtype "
+                                            r"torch.complex128"):
+            model.learn(torch.ones(1, 2), torch.tensor([0.5 + 1j], dtype=torch.complex128))
+
+
+@pytest.mark.parametrize("task", ["classification", "regression"])
+def test_an_empty_batch_on_a_trained_learner_is_a_clear_error(task):
+    """As the explainers and the dict / frame API: an empty batch is a ValueError saying so
+    (it reached the divergence guard's row search as an IndexError), and changes nothing."""
+    model = OnlineLearner(mlp, n_features=2, task=task, seed=0)
+    y = torch.tensor([0, 1]) if task == "classification" else torch.tensor([0.5, -1.0])
+    model.learn(torch.randn(2, 2), y)
+    before = learner_state(model)
+    with pytest.raises(ValueError, match=r"X has no rows \(shape \[0, 2\]\)"):
+        model.learn(torch.zeros(0, 2), y[:0])
+    frame = pd.DataFrame({0: [], 1: []}, dtype=float)
+    model_dict = OnlineLearner(mlp, task=task, seed=0)
+    model_dict.learn_many(pd.DataFrame({"a": [1.0, 2.0], "b": [0.0, 1.0]}), pd.Series(y.tolist()))
+    with pytest.raises(ValueError, match=r"X has no rows|empty batch"):
+        model_dict.learn_many(frame.rename(columns={0: "a", 1: "b"}), pd.Series([], dtype=float))
+    assert_same_state(before, learner_state(model))
+    assert model.n_samples_seen == 2 and model_dict.n_samples_seen == 2

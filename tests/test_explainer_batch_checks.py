@@ -159,6 +159,23 @@ def test_label_out_of_range_at_the_first_explained_batch(kind, read_mode):
     assert_same(before, e.state_dict())
 
 
+@pytest.mark.parametrize("kind", list(LOSS_EXPLAINERS))
+def test_label_out_of_range_in_the_first_batch_is_an_error(kind, read_mode):
+    """The first batch only fills the storage, but its labels are checked against the model's
+    outputs all the same (one row's output gives k = 2): a label 2 is an error naming its row,
+    and the explainer is as new (nothing stored, no batch counted)."""
+    e = LOSS_EXPLAINERS[kind](classifier, "cross_entropy")
+    fresh = e.state_dict()
+    bad = LABELS[:20].clone()
+    bad[13] = 2
+    with pytest.raises(ValueError, match=r"batch row 13 is 2; .*class labels in 0\.\.1 for a "
+                                         r"model output of shape \[n, 2\]"):
+        e.explain(X[:20], bad)
+    assert_same(fresh, e.state_dict())
+    e.explain(X[:20], LABELS[:20])  # the good batch is stored, as on a fresh explainer
+    assert e.n_batches == 1 and e.n_explained == 0
+
+
 def test_labels_of_a_one_column_probability_output_are_0_or_1(read_mode):
     e = IncrementalPFI(lambda Z: torch.sigmoid(Z[:, 0]), "log_loss", 3, seed=0)
     e.explain(X[:20], LABELS[:20])

@@ -299,9 +299,9 @@ class LossExplainer(ExplainerBase, PluginBase):
         output scored by a regression loss), labels that are integers in ``0..k-1`` of the
         model's ``k`` outputs (``0`` or ``1`` for an ``[n]`` probability output); the model's
         outputs finite. A failed check raises ``ValueError`` naming the batch row (and column,
-        or the label and what was expected) and leaves the explainer unchanged. The first batch,
-        which meets an empty storage and calls no model, has its labels checked for being
-        integers ``>= 0`` only."""
+        or the label and what was expected) and leaves the explainer unchanged. The first batch
+        meets an empty storage and is only stored; for a class loss the model's output for its
+        first row is computed all the same, to check its labels."""
         if self.model_fn is None:
             raise ValueError(
                 f"{type(self).__name__} was built with model_fn=None: pass model_fn= to use "
@@ -326,8 +326,10 @@ class LossExplainer(ExplainerBase, PluginBase):
                     g.set_state(state)
                 raise
             self.smoother.update(contributions)
-        elif self._pending is not None:
-            self._resolve_pending([])
+        else:
+            if self._pending is not None:
+                self._resolve_pending([])
+            self._check_first_labels(X, y, model_fn)
         self.n_batches += 1
         storage = self.storage
         if isinstance(storage, _Reservoir):
@@ -458,6 +460,13 @@ class LossExplainer(ExplainerBase, PluginBase):
             f"loss {self._loss_label()!r} needs {expected}"
             + (f" ({int(rows.shape[0])} of {y.shape[0]} rows)" if rows.shape[0] > 1 else "")
         )
+
+    def _check_first_labels(self, X: torch.Tensor, y: torch.Tensor, model_fn: ModelFn) -> None:
+        """The batch that meets an empty storage calls no model for its importances; for a
+        class loss its labels are checked against the model's outputs all the same (the
+        output of the batch's first row gives the number of classes ``k``)."""
+        if self.loss_name in _CLASS_LOSSES:
+            self._check_labels(self._forward(model_fn, X[:1]), y)
 
     def _loss_label(self) -> str:
         return self.loss_name or str(getattr(self.loss_fn, "__name__", "callable"))

@@ -513,6 +513,11 @@ class OnlineLearner(RiverAPI, DivergenceGuard, CompiledLearner, river_base.Estim
             X = X.unsqueeze(0)
         if X.dim() != 2:
             raise ValueError(f"X must have shape [B, d], got {list(X.shape)}")
+        if X.is_complex():  # the conversion to a real dtype would drop the imaginary parts
+            raise TypeError(
+                f"X must hold real numbers, got dtype {X.dtype}: the learner would train on the "
+                f"real parts only; pass the parts as columns (torch.view_as_real(X).flatten(1))"
+            )
         if self.n_features is not None and X.shape[1] != self.n_features:
             raise ValueError(f"X has {X.shape[1]} columns, the learner expects {self.n_features}")
         raw, X = X, X.to(device=self.device, dtype=self.dtype)
@@ -622,6 +627,8 @@ class OnlineLearner(RiverAPI, DivergenceGuard, CompiledLearner, river_base.Estim
     ) -> torch.Tensor:
         """One optimiser step. ``out`` is the module's output for ``X`` when it is already known
         (computed with autograd by the prediction of the same row, same parameters)."""
+        if not X.shape[0]:
+            raise ValueError(f"X has no rows (shape {list(X.shape)}): a step learns at least one")
         module = self._ensure_module(X)
         self._last_forward = None
         saved = self._snapshot() if self.on_divergence == "skip" else None

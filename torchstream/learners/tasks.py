@@ -22,7 +22,11 @@ from torchstream.learners.online import OnlineLearner
 from torchstream.learners.training import grow_output_layer
 from torchstream.schema import match_key
 
-__all__ = ["OnlineClassifier", "OnlineRegressor"]
+__all__ = ["MAX_IMPLIED_CLASSES", "OnlineClassifier", "OnlineRegressor"]
+
+#: The most classes one batch of class indices may add without holding a row of each: the
+#: index ``k`` makes ``k + 1`` classes (an output unit each), and only so many may go unseen.
+MAX_IMPLIED_CLASSES = 1000
 
 
 def _is_missing_label(label: object) -> bool:
@@ -155,10 +159,28 @@ class OnlineClassifier(OnlineLearner, river_base.MiniBatchClassifier):
                     f"y[{i}] ({_stream_row(self, i)}): class index {top} but only "
                     f"{len(self.classes_)} classes were declared"
                 )
+            self._check_implied_classes(y, top)
             for c in range(len(self.classes_), top + 1):
                 self._add_class(c)
             self._grow_if_needed()
         return y
+
+    def _check_implied_classes(self, y: torch.Tensor, top: int) -> None:
+        """Class indices up to ``top`` make ``top + 1`` classes, each an output unit: those the
+        batch ``y`` does not hold are implied. More than :data:`MAX_IMPLIED_CLASSES` implied
+        ones (a label such as ``10**6`` read as an index) are an error before anything grows."""
+        known = len(self.classes_)
+        seen = int(torch.unique(y[y >= known]).numel())
+        implied = top + 1 - known - seen
+        if implied > MAX_IMPLIED_CLASSES:
+            i = int(y.argmax())
+            raise ValueError(
+                f"y[{i}] ({_stream_row(self, i)}): class index {top:,} would make {top + 1:,} "
+                f"classes (an output unit each), {implied:,} of them never seen as a label (at "
+                f"most {MAX_IMPLIED_CLASSES:,} may be implied); y holds indices 0..k-1 into "
+                f"classes_: map the labels to indices, declare the classes (classes=...), or "
+                f"learn with learn_one / learn_many, which take any labels"
+            )
 
     def _targets_from_labels(self, labels: Sequence[Any], first_row: int) -> torch.Tensor:
         codes = [self._codes.get(match_key(lab)) for lab in labels]
@@ -268,6 +290,8 @@ class OnlineRegressor(OnlineLearner, river_base.MiniBatchRegressor):
             raw = y if isinstance(y, torch.Tensor) else torch.as_tensor(y, dtype=torch.float64)
         except (TypeError, ValueError, RuntimeError) as e:
             raise ValueError(f"regression targets must be numbers: {e}") from None
+        if raw.is_complex():  # the conversion would drop the imaginary parts
+            raise TypeError(f"regression targets must be real numbers, got dtype {raw.dtype}")
         y = raw.to(device=self.device, dtype=self.dtype)
         if y.dim() != 1 or y.shape[0] != n:
             raise ValueError(f"y must have shape [{n}], got {list(y.shape)}")
