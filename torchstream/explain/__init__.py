@@ -1,5 +1,6 @@
-"""Explanations on streams: incremental global explainers (iPFI, iSAGE, iPDP) and their building
-blocks; local attributions through captum with streaming baselines, and the ablation test."""
+"""Explanations on streams: incremental global explainers (iPFI, iSAGE, iPDP, pairwise SAGE
+interactions) and their building blocks; local attributions through captum with streaming
+baselines, and the ablation test."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     )
     from torchstream.explain.conditional import ConditionalTreeSampler
     from torchstream.explain.imputers import MarginalImputer
+    from torchstream.explain.interaction import IncrementalInteraction
     from torchstream.explain.ipdp import IncrementalPDP
     from torchstream.explain.ipfi import IncrementalPFI
     from torchstream.explain.isage import IncrementalSAGE
@@ -52,6 +54,7 @@ __all__ = [
     "FreshSampler",
     "GaussianBaseline",
     "GeometricReservoir",
+    "IncrementalInteraction",
     "IncrementalPDP",
     "IncrementalPFI",
     "IncrementalSAGE",
@@ -78,6 +81,7 @@ __getattr__, __dir__ = lazy_names(__name__, {
     ),
     "torchstream.explain.conditional": ("ConditionalTreeSampler",),
     "torchstream.explain.imputers": ("MarginalImputer",),
+    "torchstream.explain.interaction": ("IncrementalInteraction",),
     "torchstream.explain.ipdp": ("IncrementalPDP",),
     "torchstream.explain.ipfi": ("IncrementalPFI",),
     "torchstream.explain.isage": ("IncrementalSAGE",),
