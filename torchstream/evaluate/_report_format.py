@@ -80,9 +80,14 @@ class Also(TypedDict):
 class Conditional(TypedDict):
     """The test of ``P(y|x)`` (classification): the calibration gap (accuracy less the model's
     mean confidence) before the alarm and right after it, the z statistic of its drop, and
-    whether ``P(y|x)`` changed (the drop significant and at least the effect floor)."""
+    whether ``P(y|x)`` changed (the drop significant and at least the effect floor); over the
+    ``rows`` right after the alarm, the ``accuracy`` and the ``expected`` accuracy (the mean
+    confidence plus the gap before)."""
 
     test: str
+    rows: int
+    accuracy: float
+    expected: float
     gap_before: float
     gap_right_after: float
     z: float
@@ -205,9 +210,9 @@ def summary(r: Report) -> str:
     out = f"after row {r['row']:,} {reliance_text}; {inputs}; {_cost(r)}"
     cond = r["conditional"]
     if cond is not None:
-        expected = r["metric_right_after"] - cond["gap_right_after"] + cond["gap_before"]
-        out += (f"; P(y|x) changed: accuracy {_fmt(r['metric_right_after'])} right after where "
-                f"the model's confidence predicts {_fmt(expected)}" if cond["changed"] else
+        out += (f"; P(y|x) changed: accuracy {_fmt(cond['accuracy'])} over the "
+                f"{cond['rows']:,} rows after it where the model's confidence predicts "
+                f"{_fmt(cond['expected'])}" if cond["changed"] else
                 "; P(y|x) unchanged (accuracy as the model's confidence predicts)")
     out += cut
     partial = [f for features in r["where"]["partial"].values() for f in features]

@@ -60,7 +60,8 @@ at the new inputs still predicts its accuracy there, so the mean gap right after
 equals the gap before it whatever ``P(x)`` did (the same estimate of the accuracy under
 covariate shift as confidence-based performance estimation); a new ``P(y|x)`` labels the same
 inputs otherwise than the model expects, and the gap falls. ``conditional.changed`` when
-``gap_before - gap_right_after`` exceeds ``z`` standard errors (Welch, two-sided at ``level``)
+``gap_before - gap_right_after`` (over the ``window // 4`` rows from the alarm's, where the
+model has not yet adapted) exceeds ``z`` standard errors (Welch, two-sided at ``level``)
 and ``min_conditional``. Closed forms (tests): labels flipped on half the input space: changed
 (``z`` 4-5 on 500 rows); inputs of a relevant feature moved with ``P(y|x)`` fixed: not changed.
 
@@ -761,14 +762,15 @@ class DriftReporter(PluginBase):
         margin = z_metric * math.hypot(se_b, se_f)
         dropped = bool(math.isfinite(worse) and worse > margin)
         improved = bool(math.isfinite(worse) and -worse > margin)
-        conditional = self._conditional(before, right_after, z_metric)
+        soon = [e for e in right_after if e["end"] <= row + self.recovery_rows]
+        conditional = self._conditional(before, soon, z_metric)
         moved = any(d["input_moved"] for d in tested.values())
         if row < w:
             kind = "warm-up"  # fewer than one window of rows before it: the model is new
         elif conditional is not None:  # classification: P(y|x) tested by the calibration gap
-            if conditional["changed"]:
+            if conditional["changed"] or dropped and not moved:
                 kind = "real"  # the same inputs are labelled otherwise than the model expects
-            elif improved and not moved or changed and not moved:
+            elif not moved and (improved or changed):
                 kind = "learning"  # reliance or accuracy moved with neither P(x) nor P(y|x)
             else:
                 kind = "virtual" if moved else "none"  # a reliance change moved with P(x)
@@ -865,7 +867,9 @@ class DriftReporter(PluginBase):
             return None
         drop = g_b - g_f
         se = math.hypot(se_b, se_f)
-        return {"test": "calibration gap", "gap_before": g_b, "gap_right_after": g_f,
+        accuracy = sum(e["metric"] for e in right_after) / n_f
+        return {"test": "calibration gap", "rows": n_f, "accuracy": accuracy,
+                "expected": accuracy - g_f + g_b, "gap_before": g_b, "gap_right_after": g_f,
                 "z": drop / se if se > 0 else (math.inf if drop > 0 else 0.0),
                 "changed": bool(drop > z * se and drop >= self.min_conditional)}
 
