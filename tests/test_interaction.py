@@ -19,13 +19,16 @@ from __future__ import annotations
 import csv
 import io
 import itertools
+import json
 import math
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from tensorboard.backend.event_processing.event_multiplexer import EventMultiplexer
 
+from torchstream.cli import main
 from torchstream.evaluate.plugins import Batch
 from torchstream.explain import IncrementalInteraction
 from torchstream.explain.storage import FreshSampler
@@ -392,3 +395,35 @@ def test_agrees_with_shapiq_exact_sii_on_a_static_model(data_dir):
     phi, phi_bound = inter.importance, inter.half_width(0.05)
     for j in range(d):
         assert abs(phi[j].item() - sv[(j,)]) <= phi_bound[j].item(), names[j]
+
+
+# ---------------------------------------------------------------- torchstream run
+def test_run_prints_logs_and_writes_the_interactions(tmp_path, capsys):
+    """``--explain interactions``: the top pairs printed with their bounds, the result JSON's
+    ``interactions`` list largest first (the explainer's own values), one TensorBoard run per
+    explained pair (tag ``importance/interactions``) whose last point is the final value."""
+    logdir, result = tmp_path / "run", tmp_path / "result.json"
+    assert main(["run", "--n-samples", "600", "--explain", "interactions", "--logdir",
+                 str(logdir), "--no-progress", "--log-every", "5", "--result-json",
+                 str(result)]) == 0
+    out = capsys.readouterr().out
+    payload = json.loads(result.read_text())
+    pairs = payload["interactions"]
+    assert len(pairs) == 10  # the pairs among the top 5 of 9 features
+    assert [abs(p["value"]) for p in pairs] == sorted((abs(p["value"]) for p in pairs),
+                                                      reverse=True)
+    assert all(p["bound"] > 0 for p in pairs)
+    first = pairs[0]
+    line = next(ln for ln in out.splitlines() if ln.startswith("interactions: "))
+    a, b = first["features"]
+    assert line.startswith(f"interactions: ({a}, {b})={first['value']:.4f} ±{first['bound']:.4f}")
+    assert payload["explanations"]["interactions"] == {
+        f"({p['features'][0]}, {p['features'][1]})": p["value"] for p in pairs}
+    mux = EventMultiplexer(size_guidance={"scalars": 0})
+    mux.AddRunsFromDirectory(str(logdir))
+    mux.Reload()
+    for p in pairs:
+        points = mux.Scalars(f"feature/({p['features'][0]}, {p['features'][1]})",
+                             "importance/interactions")
+        assert points[-1].step == 600
+        assert points[-1].value == pytest.approx(p["value"], rel=1e-6, abs=1e-7)

@@ -46,6 +46,7 @@ from torchstream.compiling import CompileSwitch
 from torchstream.evaluate import Prequential
 from torchstream.evaluate.identity import file_identity
 from torchstream.evaluate.runner import RunResult
+from torchstream.explain.interaction import IncrementalInteraction
 from torchstream.explain.ipdp import IncrementalPDP
 from torchstream.explain.ipfi import IncrementalPFI
 from torchstream.explain.isage import IncrementalSAGE
@@ -60,9 +61,9 @@ from torchstream.viz.importance import explanation_figures
 __all__ = ["EXPLAINERS", "add_parser", "explanation_groups", "grouping_line", "learner_options",
            "make_explainers", "run_command", "run_parser", "tensorboard_sink"]
 
-EXPLAINERS = ("ipfi", "isage", "ipdp")
+EXPLAINERS = ("ipfi", "isage", "ipdp", "interactions")
 
-Explainer = IncrementalPFI | IncrementalSAGE | IncrementalPDP
+Explainer = IncrementalPFI | IncrementalSAGE | IncrementalPDP | IncrementalInteraction
 
 
 def add_parser(
@@ -117,7 +118,8 @@ def add_parser(
                           "is never replaced")
     run.add_argument("--explain", default="ipfi,isage,ipdp",
                      help="explainers run on the stream, comma-separated from ipfi, isage, ipdp, "
-                          "or 'none' (default: %(default)s)")
+                          "interactions (pairwise SAGE interactions among the 5 features with "
+                          "the largest SAGE values), or 'none' (default: %(default)s)")
     run.add_argument("--explain-alpha", type=float, default=0.001,
                      help="smoothing factor of the explainers (default: %(default)s)")
     run.add_argument("--explain-loss", choices=sorted(EXPLAIN_LOSSES),
@@ -418,6 +420,11 @@ def _write_result(path: Path, result: RunResult, plugins: Sequence[Explainer], l
                                            for k, v in _values(p).items()} for p in plugins},
                "alarms": dict(alarms), "known_drifts": list(known_drifts),
                "logdir": logdir}
+    for p in plugins:  # the pairs largest first, with their half-widths (delta = 0.05)
+        if isinstance(p, IncrementalInteraction):
+            payload["interactions"] = [
+                {"features": [a, b], "value": _finite_or_none(v), "bound": _finite_or_none(e)}
+                for a, b, v, e in p.ranked_pairs()]
     _write_json(path, payload)
 
 
@@ -435,6 +442,8 @@ def _values(plugin: Explainer) -> dict[str, float]:
     for the others."""
     if isinstance(plugin, IncrementalPDP):
         return {"importance": plugin.score}
+    if isinstance(plugin, IncrementalInteraction):  # {"(a, b)": SII} as in TensorBoard
+        return {plugin.pair_label(a, b): v for (a, b), v in plugin.interaction_dict().items()}
     return {str(k): float(v) for k, v in plugin.as_dict().items()}
 
 
@@ -486,6 +495,8 @@ def make_explainers(args: argparse.Namespace, stream: Stream) -> list[Explainer]
         elif name == "isage":
             out.append(IncrementalSAGE(None, loss, len(columns), empty_prediction="imputed",
                                        compile=args.compile, **common))
+        elif name == "interactions":
+            out.append(IncrementalInteraction(None, loss, len(columns), **common))
         elif groups is not None:  # a feature as a whole: one point per category, or "missing"
             feature = args.pdp_feature or next(iter(groups))
             if feature not in groups:
@@ -509,7 +520,9 @@ def compile_lines(learner: object, explainers: Sequence[object]) -> list[str]:
     ``compiled (S s compiling)`` or ``eager, <why>``."""
     out = []
     for name, obj in (("learner", learner), *((_name(p), p) for p in explainers)):
-        if not isinstance(obj, CompileSwitch):
+        if isinstance(obj, IncrementalInteraction):
+            out.append(f"{name}: eager, interactions have no compiled step")
+        elif not isinstance(obj, CompileSwitch):
             out.append(f"{name}: eager, a {type(obj).__name__} has no torch module to compile")
         elif obj.compile_off_reason:
             out.append(f"{name}: eager, {obj.compile_off_reason}")
@@ -550,6 +563,11 @@ def _importance_line(plugin: Explainer) -> str:
     name = _name(plugin)
     if isinstance(plugin, IncrementalPDP):
         return f"{name}: importance {plugin.score:.4f}"
+    if isinstance(plugin, IncrementalInteraction):  # the five largest pairs, with bounds
+        ranked = plugin.ranked_pairs()[:5]
+        if not ranked:
+            return f"{name}: (no pair explained yet)"
+        return f"{name}: " + ", ".join(f"({a}, {b})={v:.4f} ±{e:.4f}" for a, b, v, e in ranked)
     values = _values(plugin)
     if not values:
         return f"{name}: (no estimate yet)"

@@ -462,6 +462,16 @@ class IncrementalInteraction(ExplainerBase, PluginBase):
             for q in self.explained_pairs.tolist()
         }
 
+    def ranked_pairs(self, delta: float = 0.05) -> list[tuple[str, str, float, float]]:
+        """``(name_a, name_b, SII, half-width at 1 - delta)`` of the pairs explained on the
+        last batch, largest ``|SII|`` first (ties in column order)."""
+        values, bounds = self.interaction, self.interaction_half_width(delta)
+        names = self.feature_names
+        rows = [(names[a], names[c], float(values[a, c]), float(bounds[a, c]))
+                for a, c in zip(self._all_a[self.explained_pairs].tolist(),
+                                self._all_c[self.explained_pairs].tolist())]
+        return sorted(rows, key=lambda row: -abs(row[2]))
+
     def pair_label(self, a: str, b: str) -> str:
         """How a pair is named in logged scalars: ``"(a, b)"``."""
         return f"({a}, {b})"
