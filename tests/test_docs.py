@@ -1,0 +1,146 @@
+"""The documentation site (``make docs``): it builds with ``mkdocs build --strict`` (a broken
+link, a page missing from the navigation, a docstring mkdocstrings cannot read fails), every
+user-guide page is there, and the API reference renders every public class of every public
+module, ``IncrementalPFI`` with its signature. Needs the ``docs`` extra (``pip install -c
+constraints.txt -e '.[docs]'``); skipped, saying so, without it."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+MISSING = [m for m in ("mkdocs", "material", "mkdocstrings", "mkdocstrings_handlers.python",
+                       "griffe") if importlib.util.find_spec(m.split(".")[0]) is None]
+pytestmark = pytest.mark.skipif(
+    bool(MISSING), reason=f"the docs extra is not installed (no {', '.join(MISSING)}): "
+    "pip install -c constraints.txt -e '.[docs]'")
+
+#: The user guide: one page per task, ``docs/guide/<slug>.md``, and a phrase its text must hold.
+GUIDE = {
+    "getting-started": "make run",
+    "command-line": "torchstream run",
+    "streams": "read_csv",
+    "learners": "learn_one",
+    "explaining": "IncrementalPFI",
+    "drift": "DriftReporter",
+    "feature-selection": "FIRES",
+    "local-attributions": "LocalExplainer",
+    "evaluation": "Evaluator",
+    "tensorboard": "TensorBoardSink",
+    "sweeps": "torchstream sweep",
+    "gpus": "compile=True",
+    "trust": "--trust-checkpoint",
+    "reproductions": "torchstream reproduce",
+    "benchmarks": "bench_explainers.py",
+    "layout": "tests/test_layers.py",
+}
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The site, built in strict mode into a temporary folder."""
+    out = tmp_path_factory.mktemp("site")
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(ROOT / "mkdocs.yml"),
+         "-d", str(out)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-5000:]
+    assert "WARNING" not in done.stderr, done.stderr[-5000:]
+    return out
+
+
+def test_every_guide_page_is_written_built_and_in_the_navigation(site):
+    nav = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    on_disk = {p.stem for p in (ROOT / "docs" / "guide").glob("*.md")}
+    assert on_disk == set(GUIDE), "guide pages and GUIDE differ: update one of them"
+    for slug, phrase in GUIDE.items():
+        source = (ROOT / "docs" / "guide" / f"{slug}.md").read_text(encoding="utf-8")
+        assert source.startswith("# ") and phrase in source, slug
+        assert f"guide/{slug}.md" in nav, f"{slug} is not in the navigation"
+        built = (site / "guide" / slug / "index.html").read_text(encoding="utf-8")
+        assert "<h1" in built and len(built) > 10_000, slug
+
+
+def _rendered_ids(site: Path) -> set[str]:
+    ids: set[str] = set()
+    for page in (site / "reference").rglob("index.html"):
+        ids.update(re.findall(r'id="(torchstream(?:\.\w+)+)"', page.read_text(encoding="utf-8")))
+    return ids
+
+
+def test_the_reference_renders_every_public_class(site):
+    sys.path.insert(0, str(ROOT / "docs" / "hooks"))
+    try:
+        import api_pages
+    finally:
+        sys.path.pop(0)
+    import griffe
+
+    package = griffe.load("torchstream", search_paths=[str(ROOT)], resolve_aliases=True,
+                          resolve_external=False)
+    public_classes = {
+        f"{module.path}.{name}"
+        for module in [package, *api_pages._modules(package)]
+        for name, member in module.members.items()
+        if not isinstance(member, griffe.Alias) and member.is_class and member.is_public
+        and not name.startswith("_")
+    }
+    assert "torchstream.explain.ipfi.IncrementalPFI" in public_classes
+    assert len(public_classes) > 100
+
+    def target(path: str) -> str:
+        obj: griffe.Object | griffe.Alias = package
+        for part in path.split(".")[1:]:
+            obj = obj.members[part]
+        return obj.final_target.path if isinstance(obj, griffe.Alias) else obj.path
+
+    rendered = {target(i) for i in _rendered_ids(site)}
+    missing = sorted(public_classes - rendered)
+    assert not missing, f"public classes without a rendered entry: {missing}"
+
+
+def test_incremental_pfi_is_rendered_once_with_its_signature(site):
+    ids = _rendered_ids(site)
+    assert "torchstream.explain.IncrementalPFI" in ids
+    assert "torchstream.explain.ipfi.IncrementalPFI" not in ids  # once, where it is imported
+    page = (site / "reference" / "explain" / "index.html").read_text(encoding="utf-8")
+    entry = page[page.index('id="torchstream.explain.IncrementalPFI"'):]
+    text = re.sub(r"<[^>]+>", "", entry[:20_000])
+    signature = re.search(r"IncrementalPFI\(\s*model_fn.*?\)", text, re.S)
+    assert signature, text[:2000]
+    for parameter in ("n_features", "alpha", "storage_size", "feature_groups", "compile"):
+        assert parameter in signature.group(0)
+    assert "Incremental permutation feature importance" in text
+    # the docstring's reStructuredText became Markdown: no role left, the doctest is code
+    assert ":class:" not in text and "[PFI]_" not in text
+    assert "ipfi.as_dict()" in re.sub(r"<[^>]+>", "", entry[:60_000])
+
+
+def test_the_search_index_knows_incremental_pfi(site):
+    index = (site / "search" / "search_index.json").read_text(encoding="utf-8")
+    assert "reference/explain/#torchstream.explain.IncrementalPFI" in index
+
+
+def test_restructured_text_becomes_markdown():
+    sys.path.insert(0, str(ROOT / "docs" / "hooks"))
+    try:
+        from griffe_rst import markdown
+    finally:
+        sys.path.pop(0)
+    text = ("Uses :class:`~torchstream.explain.IncrementalPFI` and :func:`torchstream.a.b` "
+            "[PFI]_.\n\nParameters\n----------\nx\n    The input.\n\nA paragraph of prose.\n\n"
+            "Algorithm::\n\n    code\n\n>>> 1 + 1\n2\n\nReferences\n----------\n"
+            ".. [PFI] Someone (2023).")
+    assert markdown(text) == (
+        "Uses `IncrementalPFI` and `torchstream.a.b` [PFI].\n\nParameters\n----------\nx\n"
+        "    The input.\n\nNotes\n-----\n\nA paragraph of prose.\n\nAlgorithm:\n\n    code\n\n"
+        "Examples\n--------\n\n>>> 1 + 1\n2\n\nReferences\n----------\n[PFI] Someone (2023).")
+    # a singular "Example" heading becomes "Examples"; a doctest under it gets no second one
+    assert markdown("Example\n-------\n>>> 1\n1") == "Examples\n--------\n>>> 1\n1"
