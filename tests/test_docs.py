@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 MISSING = [m for m in ("mkdocs", "material", "mkdocstrings", "mkdocstrings_handlers.python",
                        "griffe") if importlib.util.find_spec(m.split(".")[0]) is None]
-pytestmark = pytest.mark.skipif(
+needs_docs = pytest.mark.skipif(
     bool(MISSING), reason=f"the docs extra is not installed (no {', '.join(MISSING)}): "
     "pip install -c constraints.txt -e '.[docs]'")
 
@@ -56,6 +57,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@needs_docs
 def test_every_guide_page_is_written_built_and_in_the_navigation(site):
     nav = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
     on_disk = {p.stem for p in (ROOT / "docs" / "guide").glob("*.md")}
@@ -68,6 +70,32 @@ def test_every_guide_page_is_written_built_and_in_the_navigation(site):
         assert "<h1" in built and len(built) > 10_000, slug
 
 
+def _python_blocks(text: str) -> list[str]:
+    return [textwrap.dedent(body) for _, body in
+            re.findall(r"^( *)```python\n(.*?)^\1```", text, re.S | re.M)]
+
+
+def test_every_python_block_of_the_guide_compiles():
+    blocks = {p.name: _python_blocks(p.read_text(encoding="utf-8"))
+              for p in sorted((ROOT / "docs").rglob("*.md"))}
+    assert sum(map(len, blocks.values())) >= 5
+    for name, codes in blocks.items():
+        for code in codes:
+            compile(code, f"<{name}>", "exec")
+
+
+def test_the_getting_started_example_is_the_readmes_which_runs():
+    # tests/test_readme_python.py runs the README's blocks; the guide shows the same code
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Using it from Python\n"):]
+    end = section.find("\n## ", 1)
+    section = section if end < 0 else section[:end]
+    guide = (ROOT / "docs" / "guide" / "getting-started.md").read_text(encoding="utf-8")
+    readme_blocks = _python_blocks(section)
+    assert len(readme_blocks) == 2
+    assert readme_blocks == _python_blocks(guide)[:2]
+
+
 def _rendered_ids(site: Path) -> set[str]:
     ids: set[str] = set()
     for page in (site / "reference").rglob("index.html"):
@@ -75,6 +103,7 @@ def _rendered_ids(site: Path) -> set[str]:
     return ids
 
 
+@needs_docs
 def test_the_reference_renders_every_public_class(site):
     sys.path.insert(0, str(ROOT / "docs" / "hooks"))
     try:
@@ -106,6 +135,7 @@ def test_the_reference_renders_every_public_class(site):
     assert not missing, f"public classes without a rendered entry: {missing}"
 
 
+@needs_docs
 def test_incremental_pfi_is_rendered_once_with_its_signature(site):
     ids = _rendered_ids(site)
     assert "torchstream.explain.IncrementalPFI" in ids
@@ -123,11 +153,13 @@ def test_incremental_pfi_is_rendered_once_with_its_signature(site):
     assert "ipfi.as_dict()" in re.sub(r"<[^>]+>", "", entry[:60_000])
 
 
+@needs_docs
 def test_the_search_index_knows_incremental_pfi(site):
     index = (site / "search" / "search_index.json").read_text(encoding="utf-8")
     assert "reference/explain/#torchstream.explain.IncrementalPFI" in index
 
 
+@needs_docs
 def test_restructured_text_becomes_markdown():
     sys.path.insert(0, str(ROOT / "docs" / "hooks"))
     try:
