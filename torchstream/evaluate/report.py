@@ -69,10 +69,12 @@ The report's ``kind``, the first that applies:
 
 * ``"warm-up"``: the alarm came before one ``window`` of rows had passed (``row < window``):
   the model is new and still learning, so its changing reliance is not a drift of the data;
-* with the test of ``P(y|x)``: ``"real"`` when it changed; ``"learning"`` when the accuracy
-  rose (``metric_improved``) or a reliance changed while no input moved (neither ``P(x)`` nor
-  ``P(y|x)`` changed: the model is converging); ``"virtual"`` when an input moved (a changed
-  reliance then "moved with the inputs"); else ``"none"``;
+* with the test of ``P(y|x)``: ``"real"`` when it changed, or when no input moved and the
+  metric dropped or some feature ``"lost"`` reliance (a concept that stops reading a feature);
+  ``"learning"`` when no input moved and the accuracy rose (``metric_improved``) or features
+  only *gained* reliance (neither ``P(x)`` nor ``P(y|x)`` changed: the model is still
+  converging on the same data); ``"virtual"`` when an input moved (a changed reliance then
+  "moved with the inputs"); else ``"none"``;
 * without it (a regression, outputs that are not probabilities): ``"learning"`` when the
   metric improved and no input moved; ``"real"`` when some verdict is ``"gained"`` or
   ``"lost"`` or the metric dropped while no input moved; ``"virtual"`` when an input moved;
@@ -296,7 +298,7 @@ class DriftReporter(PluginBase):
         must reach it (default 0.1), as ``min_effect`` is the floor of a reliance verdict.
     min_conditional
         The effect floor of the test of ``P(y|x)``: the accuracy right after the alarm must lie
-        at least this far below what the model's confidence predicts (default 0.02).
+        at least this far below what the model's confidence predicts (default 0.01).
     on_report
         Called with each report when it is built.
     """
@@ -319,7 +321,7 @@ class DriftReporter(PluginBase):
         pd_grid: int = 20,
         input_rows: int = 500,
         min_shift: float = 0.1,
-        min_conditional: float = 0.02,
+        min_conditional: float = 0.01,
         on_report: OnReport | None = None,
     ) -> None:
         if not explainers:
@@ -768,10 +770,11 @@ class DriftReporter(PluginBase):
         if row < w:
             kind = "warm-up"  # fewer than one window of rows before it: the model is new
         elif conditional is not None:  # classification: P(y|x) tested by the calibration gap
-            if conditional["changed"] or dropped and not moved:
+            lost = any(c["verdict"] == "lost" for c in changes)
+            if conditional["changed"] or not moved and (dropped or lost):
                 kind = "real"  # the same inputs are labelled otherwise than the model expects
             elif not moved and (improved or changed):
-                kind = "learning"  # reliance or accuracy moved with neither P(x) nor P(y|x)
+                kind = "learning"  # better, or more reliance gained, on unchanged data
             else:
                 kind = "virtual" if moved else "none"  # a reliance change moved with P(x)
         elif improved and not moved:
