@@ -1,20 +1,26 @@
-"""Online learners and the adapters that turn any model into a ``ModelFn``."""
+"""Online learners and the adapters that turn any model into a ``ModelFn``.
+
+The learners themselves are imported with the package: ``online`` and ``tasks`` import each
+other (``online`` re-exports the task classes at its end), and entering through ``online`` is
+the order that works. The other names (the river and scikit-learn adapters, which import
+river's trees and, through them, scikit-learn) are imported on first use.
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from torchstream._lazy import lazy_names
+from torchstream.learners.online import (
+    OnlineClassifier,
+    OnlineLearner,
+    OnlineRegressor,
+    resolve_device,
+)
 
 if TYPE_CHECKING:
     from torchstream.learners.adapters import RiverModelFn, SklearnModelFn, as_model_fn
     from torchstream.learners.divergence import DivergenceError, DivergenceWarning
-    from torchstream.learners.online import (
-        OnlineClassifier,
-        OnlineLearner,
-        OnlineRegressor,
-        resolve_device,
-    )
     from torchstream.learners.river_learner import RiverLearner
     from torchstream.learners.scaling import RunningStandardizer
     from torchstream.learners.threads import ThreadsNotice, use_threads
@@ -38,9 +44,6 @@ __all__ = [
 __getattr__, __dir__ = lazy_names(__name__, {
     "torchstream.learners.adapters": ("RiverModelFn", "SklearnModelFn", "as_model_fn"),
     "torchstream.learners.divergence": ("DivergenceError", "DivergenceWarning"),
-    "torchstream.learners.online": (
-        "OnlineClassifier", "OnlineLearner", "OnlineRegressor", "resolve_device",
-    ),
     "torchstream.learners.river_learner": ("RiverLearner",),
     "torchstream.learners.scaling": ("RunningStandardizer",),
     "torchstream.learners.threads": ("ThreadsNotice", "use_threads"),
