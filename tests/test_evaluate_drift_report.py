@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from river.datasets import synth
+from torchstream.streams import data_path
 
 _PATH = Path(__file__).resolve().parents[1] / "scripts" / "evaluate_drift_report.py"
 _SPEC = importlib.util.spec_from_file_location("evaluate_drift_report", _PATH)
@@ -94,7 +95,39 @@ def test_boundary_shift_keeps_the_score_and_moves_both_inputs():
 
 def test_full_run_has_the_promised_cases():
     kinds = [c.kind for c in ev.cases(False)]
-    assert (kinds.count("real"), kinds.count("virtual"), kinds.count("none")) == (35, 9, 6)
+    counts = (kinds.count("real"), kinds.count("virtual"), kinds.count("none"))
+    # with the electricity data: 3 more of each kind
+    assert counts == ((38, 21, 15) if data_path("electricity.csv").exists() else (35, 18, 12))
+
+
+def test_new_virtual_cases_keep_p_y_given_x():
+    r = ev.DRIFT
+    spread = ev.spread_case(0)
+    (j,) = [int(f[1:]) for f in spread.shifted]
+    X = spread.X
+    assert abs(X[r:, j].mean() - X[:r, j].mean()) < 0.05  # the same mean ...
+    assert X[r:, j].std() > 1.5 * X[:r, j].std()  # ... a wider spread
+    assert (np.abs(X[r:, j]) >= 0.8).all()
+    relevant = ev.relevant_virtual_case(0)
+    (k,) = [int(f[1:]) for f in relevant.shifted]
+    assert relevant.X[r:, k].min() >= 0.0 and relevant.X[:r, k].min() < -0.9
+    age = ev.agrawal_age_case(0)
+    raw_age = (age.X[:, 2] + 1) / 2 * 60 + 20
+    assert raw_age[r:].max() < 50 and raw_age[:r].max() > 70
+    # f0 labels every row from age alone on both sides (P(y|x) fixed)
+    assert (age.y == ((raw_age < 40) | (raw_age >= 60))).all()
+
+
+@pytest.mark.skipif(not data_path("electricity.csv").exists(), reason="no electricity.csv")
+def test_electricity_cases():
+    r = ev.DRIFT
+    none, virtual, real = (ev.electricity_case(c, 0) for c in ("none", "virtual", "real"))
+    assert np.array_equal(none.X[:r], virtual.X[:r]) and np.array_equal(none.y[:r], real.y[:r])
+    # virtual: only high-demand rows after the row (their own labels); real: labels flipped
+    assert np.median(virtual.X[r:, 3]) > np.median(none.X[:r, 3]) + 0.1
+    flip = none.X[r:, 1] > 0
+    assert (real.y[r:][flip] == 1 - none.y[r:][flip]).all()
+    assert (real.y[r:][~flip] == none.y[r:][~flip]).all()
 
 
 def _case(gained: set[str], lost: set[str], both: set[str]) -> object:
