@@ -1,6 +1,6 @@
 """Explanations on streams: incremental global explainers (iPFI, iSAGE, iPDP, pairwise SAGE
-interactions) and their building blocks; local attributions through captum with streaming
-baselines, and the ablation test."""
+interactions, two-feature iPDP with Friedman's H²) and their building blocks; local
+attributions through captum with streaming baselines, and the ablation test."""
 
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from torchstream.explain.imputers import MarginalImputer
     from torchstream.explain.interaction import IncrementalInteraction
     from torchstream.explain.ipdp import IncrementalPDP
+    from torchstream.explain.ipdp2d import IncrementalPDP2D, h_squared
     from torchstream.explain.ipfi import IncrementalPFI
     from torchstream.explain.isage import IncrementalSAGE
     from torchstream.explain.local import METHODS, LocalAttribution, LocalExplainer
@@ -56,6 +57,7 @@ __all__ = [
     "GeometricReservoir",
     "IncrementalInteraction",
     "IncrementalPDP",
+    "IncrementalPDP2D",
     "IncrementalPFI",
     "IncrementalSAGE",
     "LocalAttribution",
@@ -69,6 +71,7 @@ __all__ = [
     "ablation_test",
     "alpha_for_window",
     "compare_attributions",
+    "h_squared",
     "make_baseline",
 ]
 
@@ -83,6 +86,7 @@ __getattr__, __dir__ = lazy_names(__name__, {
     "torchstream.explain.imputers": ("MarginalImputer",),
     "torchstream.explain.interaction": ("IncrementalInteraction",),
     "torchstream.explain.ipdp": ("IncrementalPDP",),
+    "torchstream.explain.ipdp2d": ("IncrementalPDP2D", "h_squared"),
     "torchstream.explain.ipfi": ("IncrementalPFI",),
     "torchstream.explain.isage": ("IncrementalSAGE",),
     "torchstream.explain.local": ("METHODS", "LocalAttribution", "LocalExplainer"),

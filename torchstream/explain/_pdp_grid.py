@@ -389,3 +389,20 @@ def _check_onehot(X: torch.Tensor, bad: torch.Tensor, columns: tuple[int, ...], 
             f"X at step {step}: batch row {row}, the one-hot columns {list(columns)} of "
             f"{name!r} are {values}; a one-hot row has exactly one 1 and zeros elsewhere"
         )
+
+
+def _block_values(kind: FeatureKind, z: torch.Tensor, fill: float) -> tuple[torch.Tensor,
+                                                                             torch.Tensor]:
+    """What the explained group's columns hold at each evaluation point: ``values [r, w]``
+    (``w`` its columns, ``r`` its points) and the points as evaluated ``[r]``, from the numeric
+    points ``z`` (the category indices ``0..k-1`` of a one-hot block). A numeric column holds
+    ``z``; a one-hot block the one-hot row of each category; a nullable numeric ``(z, 0)`` at
+    every numeric point and ``(fill, 1)`` at its "missing" point, last (``fill``: what a
+    missing cell becomes, the running mean of the present values)."""
+    if kind == "categorical":
+        return torch.eye(z.shape[0], dtype=z.dtype, device=z.device), z
+    if kind == "nullable":
+        missing = z.new_tensor([[fill, 1.0]])
+        values = torch.cat([torch.stack([z, torch.zeros_like(z)], 1), missing])
+        return values, torch.cat([z, z.new_full((1,), fill)])
+    return z.unsqueeze(1), z

@@ -37,6 +37,7 @@ from torchstream.explain._pdp_grid import (
     GridRule,
     GroupSpec,
     RangeStorage,
+    _block_values,
     _check_batch,
     _check_finite,
     _check_indicator,
@@ -643,20 +644,11 @@ class IncrementalPDP(CompiledPath, ExplainerBase, PluginBase):
             self._move(device, acc)
         z = to_device(points, device, X.dtype)
         n_points = z.shape[0]  # m, or 1 for a one-point range
-        rows = n_points + self._n_extra
+        fill = self._present_sum / self._present_n if self._present_n else 0.0
+        values, z = _block_values(self.kind, z, fill)  # a nullable numeric's "missing" last
+        rows = values.shape[0]
         modified = X.detach().unsqueeze(1).expand(b, rows, d).clone()
-        if self.kind == "categorical":  # grid point c: the block is the one-hot row of c
-            block = torch.tensor(self._block(), device=device)
-            modified[:, :, block] = torch.eye(m, dtype=X.dtype, device=device)
-        else:
-            modified[:, :n_points, self.feature] = z
-        if self.kind == "nullable":  # numeric points are present values, the last is missing
-            indicator = self._block()[1]
-            fill = self._present_sum / self._present_n if self._present_n else 0.0
-            modified[:, :n_points, indicator] = 0.0
-            modified[:, n_points, self.feature] = fill
-            modified[:, n_points, indicator] = 1.0
-            z = torch.cat([z, z.new_full((1,), fill)])
+        modified[:, :, list(self._block())] = values
         ice = _evaluate(
             model_fn, modified.reshape(b * rows, d), output_index=self.output_index,
             chunk_size=self.chunk_size, dtype=self._ema.raw.dtype, step=self.n_batches,
