@@ -8,7 +8,7 @@ layers below it, never a layer above::
     1 models      torchstream.models
     2 learners    torchstream.learners
     3 algorithms  torchstream.{explain, select, drift, trees}
-    4 evaluate    torchstream.evaluate
+    4 evaluate    torchstream.{evaluate, distributed}
     5 sinks       torchstream.sinks
     6 viz         torchstream.viz (every matplotlib figure)
     7 face        torchstream.{cli, reproductions}, and the package's own ``__init__``, which
@@ -52,7 +52,7 @@ LAYERS: dict[str, str] = {
     "learners": "learners",
     "explain": "algorithms", "select": "algorithms", "drift": "algorithms",
     "trees": "algorithms",
-    "evaluate": "evaluate",
+    "evaluate": "evaluate", "distributed": "evaluate",
     "sinks": "sinks",
     "viz": "viz",
     "cli": "face", "reproductions": "face", "": "face",

@@ -15,9 +15,23 @@ A sweep config is a TOML file::
     n_samples = 2000
     batch_size = 8
 
+    [resources]                # what each run asks Ray for (executor "ray")
+    cpus = 1                   # default 1
+    gpus = 0.5                 # default 0; below 1 runs share a card, above 1 whole cards
+    memory = "2GiB"            # bytes or a size with its unit; default: no reservation
+    custom = {big_node = 1}    # the cluster's own resources
+
 Every run gets ``<out>/<run id>/`` with its TensorBoard logs and ``result.json``; the table of
 all runs goes to ``<out>/results.csv`` (one row per run: the grid values, status, error,
-seconds, final metrics and explainer values). A failed run is reported with its error and does
+seconds, final metrics and explainer values). Progress is printed as runs end, one line each.
+
+More ``[sweep]`` keys: ``checkpoint_every`` (batches between a run's checkpoints, kept in its
+folder while it is unfinished; a rerun resumes an unfinished run from it, not from row 0),
+``keep_checkpoints`` (a finished run keeps its checkpoint), ``retries`` (Ray's retries of a run
+whose node was lost, default 3: it resumes from its last checkpoint) and ``storage`` (a path or
+URI every Ray node and the driver reach, where runs leave their folders for the driver;
+default: through Ray). On Ray a run's folder comes back to the driver wherever it ran
+(:mod:`~torchstream.cli.sweep_ray`), and a run that asks for no GPU runs on the CPU. A failed run is reported with its error and does
 not stop the grid; a rerun skips the runs that have a ``result.json`` (one that is not a complete
 run result, e.g. cut short, is an error naming it). The whole config is checked (unknown keys,
 model and stream names, run options, CUDA availability, the Ray address, the grid's size —
@@ -37,8 +51,6 @@ read or write files of a run (``logdir``, ``result_json``, ``checkpoint``, ``che
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import hashlib
 import json
 import math
@@ -47,9 +59,8 @@ import re
 import socket
 import sys
 import time
-import traceback
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from itertools import product
 from pathlib import Path
@@ -58,9 +69,10 @@ from typing import Any
 import pandas as pd
 import torch
 
-from torchstream.cli.errors import CommandInterrupted, guarded
 from torchstream.cli.outputs import Output, check_outputs, read_result_json
-from torchstream.cli.run import EXPLAINERS, run_command, run_parser
+from torchstream.cli.run import EXPLAINERS, run_parser
+from torchstream.cli.sweep_jobs import CHECKPOINT, RESERVED_RUN, RUN_INFO, Job, RunSpec, execute
+from torchstream.cli.sweep_ray import Resources, parse_memory, ray_module, run_on_ray
 from torchstream.files import PathLock, atomic_write
 from torchstream.learners.registry import available_learners
 from torchstream.streams import SYNTHETIC
@@ -81,48 +93,14 @@ __all__ = [
     "sweep_command",
 ]
 
-_SWEEP_KEYS = {"name", "out", "workers", "executor", "ray_address"}
+_SWEEP_KEYS = {"name", "out", "workers", "executor", "ray_address", "retries",
+               "checkpoint_every", "keep_checkpoints", "storage"}
+_RESOURCE_KEYS = {"cpus", "gpus", "memory", "custom"}
 _GRID_KEYS = {"streams": "stream", "models": "model", "explain": "explain", "seeds": "seed",
               "batch_sizes": "batch_size", "lrs": "lr"}
-#: ``torchstream run`` options a sweep config may not set: the sweep sets them itself, or they
-#: read or write a run's files (a checkpoint to resume from is never taken from a config).
-_RESERVED_RUN = frozenset({"logdir", "result_json", "resume", "checkpoint", "checkpoint_every",
-                           "trust_checkpoint", "overwrite", "no_progress", "help"})
 #: The most runs a grid may make (its size is the product of the grid lists' lengths, counted
 #: before any run is built).
 MAX_RUNS = 100_000
-_KEY = re.compile(r"[a-z][a-z0-9_]*")
-
-
-@dataclass(frozen=True)
-class RunSpec:
-    """One run of the grid: its id and its ``torchstream run`` options."""
-
-    run_id: str
-    options: dict[str, Any]
-
-    def argv(self, out: Path) -> list[str]:
-        """The ``torchstream run`` arguments. Single values go as ``--option=value`` and list
-        items never start with ``-``, so no value is read as an option."""
-        args = ["run"]
-        for key, value in self.options.items():
-            if not isinstance(key, str) or not _KEY.fullmatch(key) or key in _RESERVED_RUN:
-                raise ValueError(f"run {self.run_id}: option {key!r} cannot be set by a sweep")
-            flag = "--" + key.replace("_", "-")
-            if isinstance(value, bool):
-                if value:
-                    args.append(flag)
-            elif isinstance(value, list):
-                items = [str(v) for v in value]
-                bad = [v for v in items if v.startswith("-")]
-                if bad:
-                    raise ValueError(f"run {self.run_id}: {key} item {bad[0]!r} starts with '-'")
-                args += [flag, *items]
-            else:
-                args.append(f"{flag}={value}")
-        run_dir = out / self.run_id
-        return args + ["--logdir", str(run_dir / "tensorboard"),
-                       "--result-json", str(run_dir / "result.json"), "--no-progress"]
 
 
 @dataclass
@@ -136,6 +114,29 @@ class SweepConfig:
     run: dict[str, Any] = field(default_factory=dict)
     #: The config file it was read from (an input: no output may replace it).
     source: Path | None = None
+    #: What each run asks Ray for (the ``ray`` executor).
+    resources: Resources = field(default_factory=Resources)
+    #: Ray's retries of a run whose node was lost or whose worker process died.
+    retries: int = 3
+    #: Batches between a run's checkpoints (None: no checkpoints while it runs).
+    checkpoint_every: int | None = None
+    #: A finished run keeps its checkpoint in its folder.
+    keep_checkpoints: bool = False
+    #: A path or URI every node and the driver reach, where runs on Ray leave their folders
+    #: for the driver (None: they come back through Ray).
+    storage: str | None = None
+
+    def jobs(self, runs: Sequence[RunSpec], executor: str) -> list[Job]:
+        """The runs as the sweep executes them. On Ray a run that asks for no GPU and leaves
+        ``device`` at ``auto`` runs on the CPU (Ray shows a task every card of its node when
+        it asked for none)."""
+        out = []
+        for spec in runs:
+            if (executor == "ray" and not self.resources.gpus
+                    and spec.options.get("device", "auto") == "auto"):
+                spec = RunSpec(spec.run_id, {**spec.options, "device": "cpu"})
+            out.append(Job(spec, self.checkpoint_every, self.keep_checkpoints))
+        return out
 
     def runs(self) -> list[RunSpec]:
         """The grid's runs, in a fixed order; ``ValueError`` when the grid makes more than
@@ -182,10 +183,10 @@ def load_sweep(path: str | Path) -> SweepConfig:
         raw = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as e:
         raise ValueError(f"{path}: not valid TOML: {e}") from None
-    unknown = sorted(set(raw) - {"sweep", "grid", "run"})
+    unknown = sorted(set(raw) - {"sweep", "grid", "run", "resources"})
     if unknown:
-        _fail(path, f"unknown sections {unknown}; known: sweep, grid, run")
-    for section in ("sweep", "grid", "run"):
+        _fail(path, f"unknown sections {unknown}; known: sweep, grid, run, resources")
+    for section in ("sweep", "grid", "run", "resources"):
         if not isinstance(raw.get(section, {}), dict):
             _fail(path, f"[{section}] must be a table, got {raw[section]!r}")
     sweep = dict(raw.get("sweep", {}))
@@ -208,11 +209,11 @@ def load_sweep(path: str | Path) -> SweepConfig:
     run: dict[str, Any] = {}
     for key, value in raw.get("run", {}).items():
         dest = key.replace("-", "_")
-        if dest in _RESERVED_RUN:
+        if dest in RESERVED_RUN:
             _fail(path, f"[run] {key}: set by the sweep itself or reads or writes a run's "
                         f"files; a sweep config cannot set it")
         if dest not in options:
-            known = ", ".join(sorted(set(options) - _RESERVED_RUN))
+            known = ", ".join(sorted(set(options) - RESERVED_RUN))
             _fail(path, f"unknown key {key!r} in [run]: not an option of `torchstream run`; "
                         f"known: {known}")
         if dest in run:
@@ -237,7 +238,45 @@ def load_sweep(path: str | Path) -> SweepConfig:
     if executor not in ("local", "ray"):
         _fail(path, f"[sweep] executor must be 'local' or 'ray', got {executor!r}")
     out = Path(sweep.get("out", Path("runs") / f"sweep-{name}"))
-    return SweepConfig(name, out, workers, executor, sweep.get("ray_address"), grid, run, path)
+    config = SweepConfig(name, out, workers, executor, sweep.get("ray_address"), grid, run, path)
+    for key in ("retries", "checkpoint_every"):
+        value = sweep.get(key)
+        low = 0 if key == "retries" else 1
+        if key in sweep and (not isinstance(value, int) or isinstance(value, bool)
+                             or value < low):
+            _fail(path, f"[sweep] {key} must be an integer >= {low}, got {value!r}")
+    config.retries = sweep.get("retries", 3)
+    config.checkpoint_every = sweep.get("checkpoint_every")
+    keep = sweep.get("keep_checkpoints", False)
+    if not isinstance(keep, bool):
+        _fail(path, f"[sweep] keep_checkpoints must be true or false, got {keep!r}")
+    config.keep_checkpoints = keep
+    storage = sweep.get("storage")
+    if storage is not None and (not isinstance(storage, str) or not storage):
+        _fail(path, f"[sweep] storage must be a non-empty path or URI, got {storage!r}")
+    config.storage = storage
+    try:
+        config.resources = _resources(raw.get("resources", {}))
+    except ValueError as e:
+        _fail(path, str(e))
+    return config
+
+
+def _resources(table: Mapping[str, Any]) -> Resources:
+    """The ``[resources]`` table: ``cpus``, ``gpus``, ``memory`` (bytes or '2GiB'), ``custom``
+    (a table of the cluster's resource names and amounts)."""
+    bad = sorted(set(table) - _RESOURCE_KEYS)
+    if bad:
+        raise ValueError(f"unknown keys {bad} in [resources]; known: {sorted(_RESOURCE_KEYS)}")
+    custom = table.get("custom", {})
+    if not isinstance(custom, dict):
+        raise ValueError(f"[resources] custom must be a table of resource amounts, got "
+                         f"{custom!r}")
+    memory = table.get("memory")
+    return Resources(cpus=table.get("cpus", 1), gpus=table.get("gpus", 0),
+                     memory=None if memory is None else parse_memory(memory,
+                                                                     "[resources] memory"),
+                     custom=custom)
 
 
 def _run_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -288,9 +327,12 @@ def _checked_item(where: str, action: argparse.Action, value: Any) -> Any:
     return value
 
 
-def check_runs(config: SweepConfig) -> list[RunSpec]:
+def check_runs(config: SweepConfig, executor: str | None = None) -> list[RunSpec]:
     """Parse every run's options with the ``run`` command's parser and check the names (models,
-    streams, explainers, device) before anything runs."""
+    streams, explainers, device) before anything runs. On Ray (``executor``, default the
+    config's) a run on a CUDA device needs ``[resources] gpus`` (it gets the cards Ray assigns
+    it, on a node that has them: the driver needs none)."""
+    executor = executor or config.executor
     parser = run_parser()
     runs = config.runs()
     for spec in runs:
@@ -299,7 +341,8 @@ def check_runs(config: SweepConfig) -> list[RunSpec]:
             args = _parse(parser, argv)
         except ValueError as e:
             raise ValueError(f"run {spec.run_id}: {e}") from None
-        _check_names(args, available_learners(), EXPLAINERS, spec.run_id)
+        _check_names(args, available_learners(), EXPLAINERS, spec.run_id,
+                     ray_gpus=config.resources.gpus if executor == "ray" else None)
     return runs
 
 
@@ -317,7 +360,7 @@ def _parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Nam
 
 
 def _check_names(args: argparse.Namespace, learners: Sequence[str], explainers: Sequence[str],
-                 run_id: str) -> None:
+                 run_id: str, *, ray_gpus: float | None = None) -> None:
     model = args.model
     if model not in learners and not Path(model).exists():
         raise ValueError(f"run {run_id}: unknown model {model!r}; known: {', '.join(learners)}")
@@ -329,30 +372,22 @@ def _check_names(args: argparse.Namespace, learners: Sequence[str], explainers: 
     bad = [n for n in names if n != "none" and n not in explainers]
     if bad:
         raise ValueError(f"run {run_id}: unknown explainers {bad}")
-    if str(args.device).startswith("cuda"):
-        if not torch.cuda.is_available():
-            raise ValueError(f"run {run_id}: --device {args.device} asked for, but no CUDA "
+    cuda = str(args.device).startswith("cuda")
+    if ray_gpus is not None:  # on Ray: the cards are the nodes', assigned per run
+        if cuda and not ray_gpus:
+            raise ValueError(f"run {run_id}: --device {args.device} on Ray needs [resources] "
+                             "gpus > 0 (a run uses only the cards Ray assigns it)")
+        index = str(args.device).partition(":")[2]
+        if cuda and index.isdigit() and int(index) >= max(1, int(ray_gpus)):
+            raise ValueError(f"run {run_id}: --device {args.device}, but a run sees only the "
+                             f"{max(1, int(ray_gpus))} card(s) Ray assigns it ([resources] "
+                             f"gpus = {ray_gpus:g}), numbered from cuda:0")
+        if args.device == "cpu" and ray_gpus:
+            raise ValueError(f"run {run_id}: --device cpu, but [resources] gpus = {ray_gpus:g} "
+                             "reserves a card it would not use")
+    elif cuda and not torch.cuda.is_available():
+        raise ValueError(f"run {run_id}: --device {args.device} asked for, but no CUDA "
                              "device is available")
-
-
-def execute(argv: list[str], run_dir: str) -> dict[str, object]:
-    """Run one ``torchstream run`` in this process; never raises (errors become the row)."""
-    t0 = time.perf_counter()
-    Path(run_dir).mkdir(parents=True, exist_ok=True)
-    log = io.StringIO()
-    try:
-        with contextlib.redirect_stdout(log):
-            guarded(run_command, run_parser().parse_args(argv))
-        status, error = "ok", ""
-    except CommandInterrupted:  # Ctrl-C / SIGTERM stop the sweep, not only this run
-        raise
-    except SystemExit as e:  # the command's one-line message (its str), or its exit status
-        status, error = "failed", str(e) or f"exit status {e.code}"
-    except Exception as e:  # noqa: BLE001 (a failed run must not stop the grid)
-        status, error = "failed", f"{type(e).__name__}: {e}"
-        (Path(run_dir) / "traceback.txt").write_text(traceback.format_exc())
-    (Path(run_dir) / "stdout.txt").write_text(log.getvalue())
-    return {"status": status, "error": error, "wall_seconds": time.perf_counter() - t0}
 
 
 def _short(value: object) -> str:
@@ -363,10 +398,6 @@ def _short(value: object) -> str:
         digest = hashlib.sha256(text.encode()).hexdigest()[:6]
         return f"{Path(text).stem}.{digest}"
     return text
-
-
-#: Per run: the status, error and wall time of its last execution (read back on a rerun).
-RUN_INFO = "sweep_run.json"
 
 
 def _row(spec: RunSpec, out: Path, info: Mapping[str, Any] | None) -> dict[str, object]:
@@ -393,13 +424,10 @@ def run_sweep(config: SweepConfig, *, executor: str | None = None,
     """Run the grid (skipping finished runs) and return the results table (a DataFrame).
     ``overwrite``: replace an existing ``results.csv`` that is not a sweep's table."""
     executor = executor or config.executor
-    runs = check_runs(config)
+    runs = check_runs(config, executor)
     _check_files(config, runs, overwrite=overwrite)
     if executor == "ray":
-        try:
-            import ray  # noqa: F401
-        except ImportError:
-            raise ValueError("executor 'ray' needs Ray: pip install 'torchstream[ray]'") from None
+        ray_module()
         if config.ray_address and config.ray_address != "auto":
             _check_reachable(config.ray_address)
     with PathLock(config.out, f"the sweep output {config.out}", directory=True) as lock:
@@ -443,74 +471,88 @@ def _check_files(config: SweepConfig, runs: Sequence[RunSpec], *, overwrite: boo
 def _run_held(config: SweepConfig, runs: list[RunSpec], executor: str,
               echo: Callable[[str], None]) -> pd.DataFrame:
     todo = [s for s in runs if not (config.out / s.run_id / "result.json").exists()]
+    jobs = config.jobs(todo, executor)
+    resuming = [j for j in jobs if (config.out / j.spec.run_id / CHECKPOINT).is_file()]
     echo(f"sweep {config.name}: {len(runs)} runs, {len(runs) - len(todo)} already finished, "
-         f"{len(todo)} to run on {executor} with {config.workers} worker(s)")
-    jobs = [(s.argv(config.out), str(config.out / s.run_id)) for s in todo]
+         f"{len(todo)} to run on {executor} with {config.workers} worker(s)"
+         + (f", {len(resuming)} resumed from their checkpoints" if resuming else ""))
+    if executor != "ray" and config.resources != Resources():
+        echo(f"[resources] ({config.resources.describe()}) are what a run asks Ray for; the "
+             "local executor runs each run in one process")
     infos: dict[str, dict[str, Any]] = {}
     if executor == "ray":
-        results = _run_ray(jobs, config)
+        results = run_on_ray(jobs, config.out, resources=config.resources,
+                             retries=config.retries, address=config.ray_address,
+                             workers=config.workers, storage=config.storage, echo=echo)
     else:
-        results = _run_local(jobs, config.workers)
-    for spec, info in zip(todo, results):
-        infos[spec.run_id] = info
-        run_dir = config.out / spec.run_id
+        results = _run_local(jobs, config.out, config.workers)
+    t0 = time.perf_counter()
+    failed = 0
+    for job, info in results:
+        run_id = job.spec.run_id
+        infos[run_id] = info
+        run_dir = config.out / run_id
         if run_dir.is_dir():
             atomic_write(run_dir / RUN_INFO, json.dumps(info).encode())
-        echo(f"  {spec.run_id}: {info['status']}" + (f" ({info['error']})" if info["error"]
-                                                     else ""))
+        failed += info["status"] != "ok"
+        echo(_progress_line(len(infos), len(jobs), failed, time.perf_counter() - t0, run_id,
+                            info))
     rows = [_row(s, config.out, infos.get(s.run_id)) for s in runs]
     table = pd.DataFrame(rows)
     atomic_write(config.out / "results.csv", table.to_csv(index=False).encode())
     return table
 
 
-def _run_local(jobs: list[tuple[list[str], str]], workers: int) -> list[dict[str, Any]]:
+def _progress_line(done: int, total: int, failed: int, elapsed: float, run_id: str,
+                   info: Mapping[str, Any]) -> str:
+    """``[done/total]`` with the failures so far, the time left at the pace so far, and the
+    run's status (its error, the row it resumed at, where it ran)."""
+    left = elapsed / done * (total - done)
+    head = f"[{done}/{total}{f', {failed} failed' if failed else ''}, {elapsed:.0f} s"
+    head += f", ~{left:.0f} s left]" if done < total else "]"
+    text = f"{head} {run_id}: {info['status']}"
+    if info.get("error"):
+        text += f" ({info['error']})"
+    details = [f"{info['wall_seconds']:.1f} s"] if math.isfinite(info["wall_seconds"]) else []
+    if info.get("resumed_at_row") is not None:
+        details.append(f"resumed at row {info['resumed_at_row']:,}")
+    if info.get("node_ip"):
+        where = f"node {str(info['node_id'])[:8]} ({info['node_ip']})"
+        if info.get("gpu_ids"):
+            where += f", GPU {','.join(info['gpu_ids'])}"
+        if info.get("attempt", 1) > 1:
+            where += f", attempt {info['attempt']}"
+        details.append(where)
+    return text + (f", {'; '.join(details)}" if details else "")
+
+
+def _run_local(jobs: Sequence[Job], out: Path, workers: int
+               ) -> Iterator[tuple[Job, dict[str, Any]]]:
+    """Each job in this process (``workers`` 1) or in a pool of processes; ``(job, info)`` as
+    each ends."""
     if workers == 1 or len(jobs) <= 1:
-        return [execute(argv, d) for argv, d in jobs]
+        for job in jobs:
+            ran = execute(job.argv(out), str(out / job.spec.run_id))
+            job.finish(out / job.spec.run_id, str(ran["status"]))
+            yield job, ran
+        return
     with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as pool:
-        futures = [pool.submit(execute, argv, d) for argv, d in jobs]
-        out = []
-        for f in futures:
-            try:
-                out.append(f.result())
-            except Exception as e:  # noqa: BLE001 (a crashed worker process)
-                out.append({"status": "failed", "error": f"{type(e).__name__}: {e}",
-                            "wall_seconds": float("nan")})
-        return out
-
-
-def _run_ray(jobs: list[tuple[list[str], str]], config: SweepConfig) -> list[dict[str, Any]]:
-    try:
-        import ray
-    except ImportError:
-        raise ValueError("executor 'ray' needs Ray: pip install 'torchstream[ray]'") from None
-    started = False
-    if not ray.is_initialized():
-        try:
-            if config.ray_address:
-                ray.init(address=config.ray_address, logging_level="ERROR",
-                         log_to_driver=False)
-            else:
-                ray.init(num_cpus=config.workers, include_dashboard=False,
-                         logging_level="ERROR", log_to_driver=False)
-        except Exception as e:  # noqa: BLE001 (any failure to connect is reported)
-            raise ValueError(f"cannot reach Ray at {config.ray_address or 'a new local Ray'}: "
-                             f"{type(e).__name__}: {e}") from None
-        started = True
-    try:
-        remote = ray.remote(num_cpus=1)(execute)
-        refs = [remote.remote(argv, d) for argv, d in jobs]
-        out = []
-        for ref in refs:
-            try:
-                out.append(ray.get(ref))
-            except Exception as e:  # noqa: BLE001 (a crashed Ray task)
-                out.append({"status": "failed", "error": f"{type(e).__name__}: {e}",
-                            "wall_seconds": float("nan")})
-        return out
-    finally:
-        if started:
-            ray.shutdown()
+        futures: dict[Future[dict[str, object]], Job] = {
+            pool.submit(execute, job.argv(out), str(out / job.spec.run_id)): job
+            for job in jobs}
+        pending = set(futures)
+        while pending:
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for f in done:
+                job = futures[f]
+                info: dict[str, Any]
+                try:
+                    info = f.result()
+                except Exception as e:  # noqa: BLE001 (a crashed worker process)
+                    info = {"status": "failed", "error": f"{type(e).__name__}: {e}",
+                            "wall_seconds": float("nan")}
+                job.finish(out / job.spec.run_id, str(info["status"]))
+                yield job, info
 
 
 def _check_reachable(address: str, timeout: float = 5.0) -> None:

@@ -432,7 +432,11 @@ class TensorBoardSink:
     # -- checkpointing --------------------------------------------------------------------------
 
     def state_dict(self) -> dict[str, Any]:
-        """The tags seen so far (in order of first appearance) and the explanation record."""
+        """The tags seen so far (in order of first appearance) and the explanation record. An
+        open sink first flushes its events to disk, so that a checkpoint taken with this state
+        never runs ahead of the events files it resumes into."""
+        if not self._closed:
+            self.flush()
         return {"tags": list(self._tags), "explained": self._explained.state_dict(),
                 "alarms": {d: list(s) for d, s in self._alarms.items()},
                 "drifts": list(self._drifts), "next_figure": self._next_figure}

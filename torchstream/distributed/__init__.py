@@ -1,0 +1,7 @@
+"""Work spread over several processes or machines.
+
+:mod:`~torchstream.distributed.snapshots` keeps the latest snapshot of each run of a sweep on
+Ray (:mod:`torchstream.cli.sweep_ray`), so that a run whose machine is lost resumes elsewhere
+from its last checkpoint. The package's ``__init__`` imports nothing: a Ray actor built from one
+of its classes starts without loading torch.
+"""
