@@ -130,6 +130,13 @@ def test_the_reference_renders_every_public_class(site):
             obj = obj.members[part]
         return obj.final_target.path if isinstance(obj, griffe.Alias) else obj.path
 
+    # every subpackage has a page, in the navigation (named in mkdocs.yml or added at the end)
+    home = (site / "index.html").read_text(encoding="utf-8")
+    for uri in api_pages.pages(ROOT):
+        page = Path(uri).with_suffix("")
+        assert (site / page / "index.html").is_file(), uri
+        assert f'href="{page}/"' in home, f"{uri} is not in the navigation"
+
     rendered = {target(i) for i in _rendered_ids(site)}
     missing = sorted(public_classes - rendered)
     assert not missing, f"public classes without a rendered entry: {missing}"

@@ -6,8 +6,9 @@ names its package exports (``__all__``), then a section for every public module 
 docstring, and the public names it defines that no package above it exports), so each public
 class, function and constant is rendered once, under the path users import it from. Private
 modules (a ``_`` in the path) are left out, and so are deprecated modules that only forward to
-their new place (their docstring starts with "Deprecated"). The navigation in ``mkdocs.yml``
-names the pages; a subpackage added without its entry fails the strict build.
+their new place (their docstring starts with "Deprecated"). The "API reference" section of the
+navigation in ``mkdocs.yml`` orders the pages; a subpackage it does not name yet is added at its
+end (the guide's pages have no such help: one missing from the navigation fails the build).
 """
 
 from __future__ import annotations
@@ -133,8 +134,25 @@ def pages(source_root: Path) -> dict[str, str]:
     return out
 
 
+REFERENCE = "API reference"
+_pages: dict[str, str] = {}
+
+
+def on_config(config: MkDocsConfig, **kwargs: Any) -> MkDocsConfig:
+    _pages.clear()
+    _pages.update(pages(Path(config.config_file_path).parent))
+    section = next((item[REFERENCE] for item in config.nav or []
+                    if isinstance(item, dict) and REFERENCE in item), None)
+    if section is None:
+        raise ValueError(f"mkdocs.yml: the navigation has no {REFERENCE!r} section")
+    listed = {uri for item in section for uri in item.values()}
+    for uri in _pages:
+        if uri not in listed:
+            section.append({f"{PACKAGE}.{Path(uri).stem}": uri})
+    return config
+
+
 def on_files(files: Files, config: MkDocsConfig, **kwargs: Any) -> Files:
-    root = Path(config.config_file_path).parent
-    for uri, content in pages(root).items():
+    for uri, content in _pages.items():
         files.append(File.generated(config, uri, content=content))
     return files
