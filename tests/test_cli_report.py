@@ -93,7 +93,7 @@ def test_resumed_run_writes_the_same_report(tmp_path, reported):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--report", "--explain", "ipdp"], "--report needs ipfi or isage"),
+    (["--report", "--explain", "ipdp"], "--report needs ipfi, isage or interactions"),
     (["--detect", "adwin,foo"], "--detect: unknown 'foo'"),
     (["--detect", "adwin,adwin"], "names a detector twice"),
     (["--detect", "pdp", "--explain", "ipfi"], "--detect pdp needs an iPDP"),
@@ -107,6 +107,36 @@ def test_report_option_errors(argv, message, tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         main([*BASE, "--logdir", str(tmp_path / "x"), *argv])
     assert message in str(e.value)
+
+
+def test_interactions_in_the_report(tmp_path, capsys):
+    """``--explain interactions --report``: the report compares the SAGE values the
+    interactions estimate (said) and every pair, in report.json, the markdown table and (where
+    a pair changed) the summary; TensorBoard has the pairs' heat map over the rows."""
+    logdir = _run(tmp_path, "--explain", "interactions", "--report")
+    out = capsys.readouterr().out
+    assert "report: the importance compared is the SAGE values the interactions" in out
+    assert "it also names the pairs that gained or lost interaction" in out
+    data = json.loads((logdir / "report.json").read_text())
+    known = next(r for r in data["alarms"] if r["detector"] == "known")
+    features = {c["feature"] for c in known["changes"]}
+    assert {c["explainer"] for c in known["changes"]} == {"interactions"}
+    pairs = known["interactions"]
+    assert pairs and {p["explainer"] for p in pairs} == {"interactions"}
+    assert len(pairs) == 9 * 8 // 2  # every pair, compared or not
+    assert all(set(p["features"]) <= features and p["verdict"] in
+               {"gained", "lost", "unchanged", "not compared"} for p in pairs)
+    compared = [p for p in pairs if p["verdict"] != "not compared"]
+    assert compared and all(p["bound_before"] is not None for p in compared)
+    md = (logdir / "report.md").read_text()
+    assert md.count("| interactions | ") >= len(pairs)
+    changed = [p for p in pairs if p["verdict"] in ("gained", "lost")]
+    for p in changed:
+        assert f"between `{p['features'][0]}` and `{p['features'][1]}`" in known["summary"]
+    # the interaction matrix over the rows, with the drift marked, as an image at the end
+    acc = EventAccumulator(str(logdir / "mlp"), size_guidance={"images": 0})
+    acc.Reload()
+    assert acc.Images("interactions/over_rows")[-1].step == 1200
 
 
 def test_report_command_without_a_report(tmp_path):

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from torchstream.cli.detectors import RUN_DETECTORS, Detector, make_detectors, parse_names
 from torchstream.drift.pdp import PDPDriftDetector
 from torchstream.evaluate.report import DriftReporter
+from torchstream.explain.interaction import IncrementalInteraction
 from torchstream.explain.ipdp import IncrementalPDP
 from torchstream.explain.ipfi import IncrementalPFI
 from torchstream.explain.isage import IncrementalSAGE
@@ -30,9 +31,12 @@ class Monitors:
 
 
 def make_monitors(args: argparse.Namespace, stream: Stream,
-                  explainers: Sequence[IncrementalPFI | IncrementalSAGE | IncrementalPDP]
+                  explainers: Sequence[IncrementalPFI | IncrementalSAGE | IncrementalPDP
+                                       | IncrementalInteraction]
                   ) -> Monitors:
-    """The plug-ins of ``--detect`` and ``--report`` around ``explainers``."""
+    """The plug-ins of ``--detect`` and ``--report`` around ``explainers``. The report
+    compares the importance of iPFI and iSAGE (without them, the SAGE values of
+    ``interactions``) and the pairs of ``interactions``."""
     names = parse_names(args.detect, RUN_DETECTORS, "--detect")
     pdps = [p for p in explainers if isinstance(p, IncrementalPDP)]
     lines: list[str] = []
@@ -51,22 +55,30 @@ def make_monitors(args: argparse.Namespace, stream: Stream,
                      "restarted after each alarm")
     reporter = None
     if args.report:
-        scored = [p for p in explainers if isinstance(p, (IncrementalPFI, IncrementalSAGE))]
+        scored: list[IncrementalPFI | IncrementalSAGE | IncrementalInteraction] = [
+            p for p in explainers if isinstance(p, (IncrementalPFI, IncrementalSAGE))]
+        pairs = [p for p in explainers if isinstance(p, IncrementalInteraction)]
+        if not scored and pairs:
+            scored = list(pairs)
+            lines.append("report: the importance compared is the SAGE values the interactions "
+                         "estimate (no ipfi or isage in --explain)")
         if not scored:
-            raise ValueError("--report needs ipfi or isage in --explain (the importance it "
-                             "compares)")
+            raise ValueError("--report needs ipfi, isage or interactions in --explain (the "
+                             "importance it compares)")
         known = sorted(set(stream.drift_positions) | set(args.report_at))
         if not detectors and not known:
             lines.append("report: no --detect, no --report-at and no known drift in this "
                          "stream: the report will be empty")
         reporter = DriftReporter(scored, detectors, window=args.report_window,
                                  known_drifts=known,
-                                 settle=args.report_settle, pdps=pdps)
+                                 settle=args.report_settle, pdps=pdps, interactions=pairs)
         how = "" if args.report_window else " (2 / --explain-alpha)"
         settle = "" if args.report_settle is not None else " (one window)"
         lines.append(f"report: {reporter.window:,} rows on each side of an alarm{how}, the "
                      f"after window starting {reporter.settle:,} rows after it{settle}; at "
                      + ", ".join(["known drifts"] * bool(known)
-                                 + [f"alarms of {', '.join(names)}"] * bool(names)))
+                                 + [f"alarms of {', '.join(names)}"] * bool(names))
+                     + ("; it also names the pairs that gained or lost interaction" if pairs
+                        else ""))
         plugins.append(reporter)
     return Monitors(plugins, detectors, reporter, lines)

@@ -151,7 +151,9 @@ def add_parser(
     run.add_argument("--report", action="store_true",
                      help="write a drift report at every alarm and known drift: report.md, "
                           "report.json and report/*.png in the run directory, and the text and "
-                          "figures in TensorBoard at the alarm's row (needs ipfi or isage)")
+                          "figures in TensorBoard at the alarm's row (needs ipfi, isage or "
+                          "interactions; with interactions it also names the pairs that gained "
+                          "or lost interaction)")
     run.add_argument("--report-at", type=int, nargs="+", default=[], metavar="ROW",
                      help="also report at these rows (changes you know of; a synthetic "
                           "stream's known drifts are reported anyway)")

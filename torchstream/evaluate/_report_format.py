@@ -10,8 +10,8 @@ from typing import TypedDict, cast
 
 from torchstream.evaluate._report_stats import Column, Distribution
 
-__all__ = ["Also", "Change", "Conditional", "Curve", "Region", "Report", "from_json", "json_safe", "nan_back", "summary",
-           "to_markdown", "reports_to_json"]
+__all__ = ["Also", "Change", "Conditional", "Curve", "PairChange", "Region", "Report", "from_json",
+           "json_safe", "nan_back", "summary", "to_markdown", "reports_to_json"]
 
 
 class Change(Column, Distribution):
@@ -28,6 +28,23 @@ class Change(Column, Distribution):
     evidence: float
     partial_drift: bool
     pdp_distance: float
+
+
+class PairChange(TypedDict):
+    """One pair's entry in a report: its interaction (an
+    :class:`~torchstream.explain.IncrementalInteraction`'s SII) before / after with their
+    bounds and the verdict of the interval rule (``"gained"`` / ``"lost"``: the intervals are
+    apart and ``|SII|`` grew / shrank; ``"not compared"``: a window has no estimate of the
+    pair)."""
+
+    explainer: str
+    features: list[str]
+    verdict: str
+    value_before: float
+    value_after: float
+    bound_before: float
+    bound_after: float
+    evidence: float
 
 
 class Curve(TypedDict):
@@ -118,6 +135,7 @@ class Report(TypedDict):
     inputs_moved: bool
     share_moved: float
     changes: list[Change]
+    interactions: list[PairChange]
     curves: list[Curve]
     where: Where
     build_ms: float
@@ -177,12 +195,22 @@ def reliance(changes: Sequence[Change]) -> str:
     return ", ".join(parts)
 
 
+def pair_text(pairs: Sequence[PairChange]) -> str:
+    """The pairs that gained or lost interaction, e.g. "interaction more between `x1` and
+    `x2` (interactions), less between `x0` and `x1` (interactions)"; "" when none did."""
+    parts = [f"{_WORDS[p['verdict']]} between `{p['features'][0]}` and `{p['features'][1]}` "
+             f"({p['explainer']})" for p in pairs if p["verdict"] in _WORDS]
+    return "interaction " + ", ".join(parts) if parts else ""
+
+
 def summary(r: Report) -> str:
     """One plain-language line, e.g. "after row 5,000 the model relies more on `elevel` (ipfi,
     isage), less on `age` (isage; ipfi: unchanged); inputs unchanged; accuracy 0.93 → 0.71,
     recovered after 1,800 rows"; a ``warm-up`` or ``learning`` report says why it is not a
-    drift."""
+    drift. Pairs that gained or lost interaction follow the reliance ("...; interaction more
+    between `x1` and `x2` (interactions)")."""
     said = reliance(r["changes"])
+    pairs = pair_text(r["interactions"])
     cut = (f"; windows end at the next change, row {r['cut_at']:,}"
            if r["cut_at"] is not None else "")
     metric = (f"{r['metric']} {_fmt(r['metric_before'])} → "
@@ -190,11 +218,13 @@ def summary(r: Report) -> str:
     if r["kind"] == "warm-up":
         return (f"alarm at row {r['row']:,} while the model was still new (within the "
                 f"stream's first report window): {metric}; not reported as a drift" +
-                (f" (its reliance changes as it learns: {said})" if said else "") + cut)
+                (f" (its reliance changes as it learns: {said})" if said else "") +
+                (f"; {pairs}" if pairs else "") + cut)
     if r["kind"] == "learning":
         return (f"after row {r['row']:,} the model is still learning: {metric} on unchanged "
                 f"inputs; not reported as a drift" +
-                (f" (its reliance changes as it converges: {said})" if said else "") + cut)
+                (f" (its reliance changes as it converges: {said})" if said else "") +
+                (f"; {pairs}" if pairs else "") + cut)
     if r["kind"] == "virtual" and said:  # P(y|x) held: the reliance followed the inputs
         reliance_text = f"the model's reliance moved with the inputs ({said})"
     elif said:
@@ -203,6 +233,8 @@ def summary(r: Report) -> str:
         reliance_text = "the model's feature reliance is unchanged"
     if not said and r["kind"] == "real":
         reliance_text += " but it predicts the same inputs worse (the relationship changed)"
+    if pairs:
+        reliance_text += f"; {pairs}"
     moved = {c["feature"]: c for c in r["changes"] if c["input_moved"]}
     inputs = ("inputs moved: " + ", ".join(
         f"`{f}` ({c['input_test']} {_fmt(c['input_statistic'])})" for f, c in moved.items())
@@ -272,6 +304,15 @@ def to_markdown(reports: Sequence[Report],
                 f"{moved} |{partial} "
                 f"{_fmt(c['pdp_distance'])} |")
         out.append("")
+        if r["interactions"]:
+            out.append("| explainer | pair | verdict | interaction before | after |")
+            out.append("|---|---|---|---|---|")
+            for p in r["interactions"]:
+                out.append(f"| {p['explainer']} | {p['features'][0]} × {p['features'][1]} | "
+                           f"{p['verdict']} | {_fmt(p['value_before'])} ± "
+                           f"{_fmt(p['bound_before'])} | {_fmt(p['value_after'])} ± "
+                           f"{_fmt(p['bound_after'])} |")
+            out.append("")
         for curve in r["curves"]:
             mark = " (its importance changed)" if curve["verdict_changed"] else ""
             out.append(f"- PD of `{curve['feature']}` ({curve['explainer']}, {curve['output']}): "

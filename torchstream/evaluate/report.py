@@ -51,6 +51,20 @@ snapshot summarises. For every feature of every explainer (a feature of several 
   ``pdps``, else the model's PD over the last ``pd_rows`` rows at each end, on the grid taken
   at ``r`` (NaN without a curve).
 
+**Interactions.** With :class:`~torchstream.explain.IncrementalInteraction` explainers in
+``interactions``, every batch also records each one's pair values (:attr:`~torchstream.explain.
+IncrementalInteraction.interaction`, NaN for a pair outside its ``top_k`` at that batch) and
+every pair of every such explainer gets an entry in ``interactions``, by the same interval rule
+as the features: ``value_before`` / ``value_after`` the mean of the pair's snapshots in each
+window, ``bound_before`` / ``bound_after`` the half-width ``z * s / sqrt(n_eff)`` over the
+snapshots where the pair was explained (``n_eff`` from their rows), ``z`` Bonferroni-corrected
+over the explainer's pairs, and ``min_effect`` times its largest mean ``|SII|``; the verdict is
+``"gained"`` / ``"lost"`` when the intervals are apart and ``|SII|`` grew / shrank (a negative
+SII, redundancy, counts by its size), ``"not compared"`` when a window holds no estimate of the
+pair (its features were not among the ``top_k`` there), else ``"unchanged"``. Pairs are ranked
+like the features; the summary names the pairs that gained or lost. They do not enter the
+report's ``kind``.
+
 **Real or virtual: a test of P(y|x).** A change of importance does not show a change of
 ``P(y|x)``: importance is a property of the model *and* the data, and moves when the inputs
 move. For a classifier whose outputs are probabilities the report tests ``P(y|x)`` itself by
@@ -133,6 +147,7 @@ from torchstream.evaluate._report_format import (
     Change,
     Conditional,
     Curve,
+    PairChange,
     Region,
     Report,
     json_safe,
@@ -156,10 +171,11 @@ from torchstream.evaluate._report_stats import (
 )
 from torchstream.evaluate.plugins import plugin_name
 from torchstream.explain._pdp_grid import _group_spec
+from torchstream.explain.interaction import IncrementalInteraction
 from torchstream.explain.ipdp import IncrementalPDP
 from torchstream.typing import BatchView
 
-__all__ = ["Change", "Curve", "DriftReporter", "Region", "Report", "json_safe"]
+__all__ = ["Change", "Curve", "DriftReporter", "PairChange", "Region", "Report", "json_safe"]
 
 
 class _Explained(Protocol):
@@ -179,6 +195,7 @@ class _Entry(TypedDict):
     start: int
     end: int
     snapshots: list[list[float]]
+    pairs: list[list[float]]  # per interaction explainer: its pairs' values (NaN: not explained)
     sums: list[float]
     squares: list[float]
     metric: float
@@ -246,6 +263,21 @@ def _also(also: list[Also], detector: str, row: int, note: str) -> None:
         also.append({"detector": detector, "first": row, "last": row, "note": note})
 
 
+def _pair_values(explainer: IncrementalInteraction) -> list[float]:
+    """The explainer's pairs ``(a, c)``, ``a < c``, in column order: the SII of each pair
+    explained on the last batch, NaN for the others."""
+    matrix = explainer.interaction
+    a, c = torch.triu_indices(matrix.shape[0], matrix.shape[1], 1)
+    return matrix[a, c].tolist()
+
+
+def _pair_names(explainer: IncrementalInteraction) -> list[list[str]]:
+    """The names of the pairs of :func:`_pair_values`, in the same order."""
+    names = list(explainer.feature_names)
+    a, c = torch.triu_indices(len(names), len(names), 1)
+    return [[names[i], names[j]] for i, j in zip(a.tolist(), c.tolist())]
+
+
 def _curve(pdp: IncrementalPDP) -> dict[str, list[float] | list[str]]:
     return {"grid": pdp.grid.tolist(), "pd": pdp.pd.tolist(), "labels": pdp.grid_labels}
 
@@ -278,6 +310,10 @@ class DriftReporter(PluginBase):
         adapt, and its explainers' to forget the old concept); default one ``window``.
     pdps
         Incremental PDPs (placed before the reporter) whose curves are compared.
+    interactions
+        :class:`~torchstream.explain.IncrementalInteraction` explainers (placed before the
+        reporter) whose pairs are compared (``interactions`` of each report). Their own
+        importance (SAGE values) enters ``changes`` only if they are also in ``explainers``.
     horizon
         Rows after the alarm during which the recovery of the metric is followed (default
         ``10 * window``).
@@ -315,6 +351,7 @@ class DriftReporter(PluginBase):
         level: float = 0.05,
         settle: int | None = None,
         pdps: Sequence[IncrementalPDP] = (),
+        interactions: Sequence[IncrementalInteraction] = (),
         horizon: int | None = None,
         min_effect: float = 0.05,
         pd_rows: int = 200,
@@ -333,7 +370,8 @@ class DriftReporter(PluginBase):
             if not 0.0 <= share < 1.0:
                 raise ValueError(f"{label} must be in [0, 1), got {share!r}")
         if window is None:
-            window = max(1, round(2.0 / min(float(e.alpha) for e in explainers)))
+            window = max(1, round(2.0 / min(float(e.alpha) for e in [*explainers,
+                                                                       *interactions])))
         if settle is None:
             settle = window
         for label, value, low in (("window", window, 1), ("settle", settle, 0),
@@ -348,6 +386,7 @@ class DriftReporter(PluginBase):
         self.level = float(level)
         self.settle = settle
         self.pdps = list(pdps)
+        self.interactions = list(interactions)
         self.horizon = 10 * window if horizon is None else horizon
         self.min_effect = float(min_effect)
         self.pd_rows = pd_rows
@@ -360,6 +399,7 @@ class DriftReporter(PluginBase):
         self.explainer_names = [plugin_name(e, i) for i, e in enumerate(self.explainers)]
         self.detector_names = [plugin_name(d, i) for i, d in enumerate(self.detectors)]
         self.pdp_names = [plugin_name(p, i) for i, p in enumerate(self.pdps)]
+        self.interaction_names = [plugin_name(e, i) for i, e in enumerate(self.interactions)]
         self.recovery_rows = max(1, window // 4)
         #: Rows one recorded entry covers at least (consecutive batches join up to it).
         self.block = max(1, window // 100)
@@ -391,8 +431,9 @@ class DriftReporter(PluginBase):
         return {"window": self.window, "known_drifts": list(self.known_drifts),
                 "level": self.level, "settle": self.settle, "horizon": self.horizon,
                 "min_effect": self.min_effect, "pd_rows": self.pd_rows, "pd_grid": self.pd_grid,
-                "pdps": list(self.pdp_names), "input_rows": self.input_rows,
-                "min_shift": self.min_shift, "min_conditional": self.min_conditional}
+                "pdps": list(self.pdp_names), "interactions": list(self.interaction_names),
+                "input_rows": self.input_rows, "min_shift": self.min_shift,
+                "min_conditional": self.min_conditional}
 
     @property
     def _columns(self) -> list[str]:
@@ -410,11 +451,13 @@ class DriftReporter(PluginBase):
         sample = X[kept_rows(start, int(X.shape[0]), min(1.0, self.input_rows / self.window))]
         snapshots = [e.importance.detach().to("cpu", torch.float64).tolist()
                      for e in self.explainers]
+        pairs = [_pair_values(e) for e in self.interactions]
         last = self._entries[-1] if self._entries else None
         if last is not None and last["end"] == start and last["end"] - last["start"] < self.block:
             # a short batch joins the entry before it: its snapshot is the block's last
             last["end"] = end
             last["snapshots"] = snapshots
+            last["pairs"] = pairs
             last["sums"] = (torch.tensor(last["sums"], dtype=torch.float64) + X.sum(0)).tolist()
             last["squares"] = (torch.tensor(last["squares"], dtype=torch.float64)
                                + (X * X).sum(0)).tolist()
@@ -425,7 +468,7 @@ class DriftReporter(PluginBase):
             last["gap_sq"] += float((gap * gap).sum())
         else:
             self._entries.append({
-                "start": start, "end": end, "snapshots": snapshots,
+                "start": start, "end": end, "snapshots": snapshots, "pairs": pairs,
                 "sums": X.sum(0).tolist(), "squares": (X * X).sum(0).tolist(),
                 "metric": metric, "metric_sq": float((signal * signal).sum()),
                 "sample": sample.tolist(), "gap": float(gap.sum()),
@@ -748,6 +791,7 @@ class DriftReporter(PluginBase):
                     "partial_drift": feature in flagged, "pdp_distance": math.nan,
                 })
         changes.sort(key=lambda c: (c["verdict"] == "unchanged", -c["evidence"]))
+        pair_changes = self._pair_changes(before, after)
         changed = {c["feature"] for c in changes if c["verdict"] != "unchanged"}
         curves = self._curves(pending, changed)
         distance = {c["feature"]: c["distance"] for c in curves}
@@ -795,7 +839,7 @@ class DriftReporter(PluginBase):
             "inputs_moved": moved,
             "share_moved": (sum(d["input_moved"] for d in tested.values()) / len(tested)
                             if tested else math.nan),
-            "changes": changes, "curves": curves,
+            "changes": changes, "interactions": pair_changes, "curves": curves,
             "where": {"partial": partial,
                       "regions": [r for r in self._regions
                                   if row - near <= r["row"] < a0 + near][:5]},
@@ -804,6 +848,48 @@ class DriftReporter(PluginBase):
         report["summary"] = summary(report)
         report["build_ms"] = 1000.0 * (time.perf_counter() - began)
         return report
+
+    def _pair_changes(self, before: list[_Entry], after: list[_Entry]) -> list[PairChange]:
+        """Every pair of every interaction explainer by the interval rule (module docstring),
+        changed verdicts first, then by evidence."""
+        out: list[PairChange] = []
+        for k, explainer in enumerate(self.interactions):
+            names = _pair_names(explainer)
+            z = z_quantile(self.level, max(len(names), 1))
+            alpha = float(explainer.alpha)
+            windows = []
+            for entries in (before, after):
+                means, bounds = [], []
+                for q in range(len(names)):
+                    kept = [e for e in entries if math.isfinite(e["pairs"][k][q])]
+                    rows = sum(e["end"] - e["start"] for e in kept)
+                    mean, bound = mean_bound([[e["pairs"][k][q]] for e in kept], 1, z,
+                                             max(1.0, rows * alpha / 2.0))
+                    means.append(mean[0])
+                    bounds.append(bound[0])
+                windows.append((means, bounds))
+            (v_b, hw_b), (v_a, hw_a) = windows
+            scale = max((abs(v) for v in v_b + v_a if math.isfinite(v)), default=0.0)
+            for q, pair in enumerate(names):
+                gap = abs(v_a[q] - v_b[q])
+                width = hw_a[q] + hw_b[q]
+                if not (math.isfinite(v_b[q]) and math.isfinite(v_a[q])):
+                    verdict, evidence = "not compared", math.nan
+                else:
+                    apart = (v_a[q] - hw_a[q] > v_b[q] + hw_b[q]
+                             or v_a[q] + hw_a[q] < v_b[q] - hw_b[q])
+                    verdict = "unchanged"
+                    if apart and gap >= self.min_effect * scale:
+                        verdict = "gained" if abs(v_a[q]) > abs(v_b[q]) else "lost"
+                    evidence = gap / width if width > 0 else (math.inf if gap > 0 else 0.0)
+                out.append({"explainer": self.interaction_names[k], "features": pair,
+                            "verdict": verdict, "value_before": v_b[q], "value_after": v_a[q],
+                            "bound_before": hw_b[q], "bound_after": hw_a[q],
+                            "evidence": evidence})
+        out.sort(key=lambda p: (p["verdict"] not in ("gained", "lost"),
+                                p["verdict"] == "not compared",
+                                0.0 if math.isnan(p["evidence"]) else -p["evidence"]))
+        return out
 
     def _distribution(self, feature: str, specs: Mapping[str, Sequence[int]],
                       before: list[_Entry], after: list[_Entry], n_features: int
