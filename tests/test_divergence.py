@@ -7,6 +7,7 @@ import copy
 import io
 import math
 import re
+import statistics
 import warnings
 
 import numpy as np
@@ -83,6 +84,143 @@ def test_loss_monitor_rule_by_hand():
     off = LossMonitor(factor=math.inf, warmup_rows=1)
     off.add_initial(1.0, 1)
     assert not off.exploded(1e300)
+
+
+def test_worse_than_a_constant_rule_by_hand():
+    """m_t > factor * L_const and m_t > ceiling * (lowest earlier median); the loss that
+    breaks it stays in the history until retracted; the state resumes the rule exactly."""
+    m = LossMonitor(factor=10.0, window=3, warmup_rows=2)
+    m.add_initial(500.0, 1, constant=2.0)
+    m.add_initial(1500.0, 1, constant=4.0)  # L_init = 1000, L_const = 3
+    assert (m.initial_loss, m.constant_loss, m.poor_start()) == (1000.0, 3.0, 1000.0 / 3.0)
+    assert [m.observe(v) for v in (50.0, 40.0, 60.0)] == [None, None, None]
+    assert m.lowest_median == 50.0  # the first full window [50, 40, 60]
+    assert m.observe(6000.0) is None  # median 60: not above 10 * 3 and 100 * 50
+    assert m.observe(5000.0) is None  # median 5000 > 30, but not above 100 * 50 = 5000
+    twin = LossMonitor(factor=10.0, window=3, warmup_rows=2)
+    twin.load_state_dict(m.state_dict())
+    assert m.observe(5001.0) == twin.observe(5001.0) == "worse than a constant"  # median 5001
+    m.retract()  # back to [60, 6000, 5000]
+    assert m.state_dict() == {**twin.state_dict(), "recent": [60.0, 6000.0, 5000.0]}
+    zero = LossMonitor(window=1, warmup_rows=1)
+    zero.add_initial(0.5, 1, constant=0.0)  # constant targets so far: no ratio to a constant
+    assert zero.poor_start() is None
+    assert [zero.observe(v) for v in (0.5, 4000.0)] == [None, None]  # 8000 times its median
+    unknown = LossMonitor(window=1, warmup_rows=1)
+    unknown.add_initial(1e9, 1)  # no constant measured (a callable loss)
+    assert unknown.constant_loss is None and unknown.poor_start() is None
+
+
+def test_constant_loss_is_log_k_and_the_standardised_targets_mean_square():
+    """L_const by independent computation: uniform probabilities over k = 3 outputs cost
+    log 3 on every row; for standardised regression targets, the mean of z^2 with z each
+    target standardised by the running statistics including its batch."""
+    g = torch.Generator().manual_seed(3)
+    X = torch.randn(32, 2, generator=g)
+    clf = OnlineLearner(mlp, n_features=2, classes=[0, 1, 2], seed=0)
+    for i in range(0, 32, 4):
+        clf.learn(X[i : i + 4], torch.randint(0, 3, (4,), generator=g))
+    assert clf._monitor.constant_loss == pytest.approx(math.log(3), rel=1e-6)
+    y = 5.0 + 3.0 * torch.randn(32, generator=g, dtype=torch.float64)
+    reg = OnlineLearner(mlp, n_features=2, task="regression", seed=0)
+    total = 0.0
+    for i in range(0, 32, 4):
+        reg.learn(X[i : i + 4], y[i : i + 4])
+        seen = y[: i + 4]
+        z = (y[i : i + 4] - seen.mean()) / seen.std(unbiased=False)
+        total += float((z**2).sum())
+    assert reg._monitor.constant_loss == pytest.approx(total / 32, rel=1e-9)
+    unscaled = OnlineLearner(mlp, n_features=2, task="regression", scale_targets=False, seed=0)
+    unscaled.learn(X, y)
+    assert unscaled._monitor.constant_loss is None  # the targets' unit is the caller's
+
+
+def test_a_poor_start_is_said_once_and_training_goes_on():
+    """Unscaled inputs of magnitude 1.6e9 (a timestamp): the untrained model's loss is about
+    1e16 times a constant's. A reference from it alone never fired and a run ended with a mean
+    squared error 1e13 times the targets' variance without a word; the end of the warm-up now
+    says so (the model still learns: it is not stopped)."""
+    g = torch.Generator().manual_seed(0)
+    n = 200
+    ts = 1.6e9 + 60.0 * torch.arange(n, dtype=torch.float64)
+    x1 = torch.randn(n, generator=g, dtype=torch.float64)
+    X = torch.stack([ts, x1], 1)
+    y = 1e6 * x1 + 1e5 * torch.randn(n, generator=g, dtype=torch.float64)
+    model = OnlineLearner(mlp, n_features=2, task="regression", seed=0)
+    with pytest.warns(DivergenceWarning) as said:
+        for i in range(0, n, 4):
+            model.learn(X[i : i + 4], y[i : i + 4])
+    poor = [str(w.message) for w in said if "untrained" in str(w.message)]
+    assert len(poor) == 1
+    assert re.match(r"the untrained model's mean loss on rows 0-31, \S+, is \S+ times a constant "
+                    r"prediction's .* Fix: scale the inputs \(scale_inputs=True\)", poor[0])
+    monitor = model._monitor
+    assert monitor.poor_start() == monitor.initial_loss / monitor.constant_loss > 1e10
+    assert model.n_samples_seen == n
+    scaled = OnlineLearner(mlp, n_features=2, task="regression", scale_inputs=True, seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DivergenceWarning)
+        scaled.learn(X[:40], y[:40])  # a fair start says nothing
+    assert scaled._monitor.poor_start() is None
+
+
+class _Drifting(torch.nn.Module):
+    """Predicts ``start * growth**t`` at its t-th training forward pass, whatever the input
+    (eval mode: ``start``, the untrained prediction): a model that slowly diverges."""
+
+    mode_sensitive = True
+
+    def __init__(self, start: float, growth: float) -> None:
+        super().__init__()
+        self.bias = torch.nn.Parameter(torch.zeros(1, dtype=torch.float64))
+        self.start, self.growth, self.t = start, growth, 0
+
+    def forward(self, X: torch.Tensor) -> torch.Tensor:
+        if self.training:
+            self.t += 1
+        value = self.start * self.growth ** (self.t if self.training else 0)
+        return (self.bias * 0 + value).expand(X.shape[0], 1)
+
+
+@pytest.mark.parametrize("action", ["raise", "skip"])
+def test_a_slowly_diverging_model_far_worse_than_a_constant_is_stopped(action):
+    """Predictions 1000 * 1.02^t against standardised targets +-1 (batches of 2 rows: mean 0,
+    deviation 1 exactly): step t's loss is (1000 * 1.02^t)^2 + 1 and a constant's is 1. The
+    explosion rule waits for 1e6 * L_init (step 349); the comparison with the constant stops
+    the run where an independent replay of the rule says, naming it."""
+    start, growth, window = 1000.0, 1.02, 64
+    losses = [(start * growth**t) ** 2 + 1.0 for t in range(1, 400)]
+    recent: list[float] = []
+    lowest, expected = math.inf, None
+    for t, loss in enumerate(losses):
+        recent = (recent + [loss])[-window:]
+        if t < 16 or len(recent) < window:  # the warm-up: 32 rows
+            continue
+        median = statistics.median(recent)
+        if median > 1e4 * 1.0 and median > 100 * lowest:
+            expected = t
+            break
+        lowest = min(lowest, median)
+    assert expected is not None and expected < 349
+    model = OnlineLearner(_Drifting(start, growth), task="regression", n_features=1,
+                          optimizer="sgd", lr=1e-30, dtype=torch.float64, on_divergence=action)
+    X, y = torch.zeros(2, 1, dtype=torch.float64), torch.tensor([1.0, -1.0], dtype=torch.float64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DivergenceWarning)  # the poor start: 1e6 times 1
+        if action == "raise":
+            with pytest.raises(DivergenceError, match=rf"diverged at row {2 * expected + 1} .*"
+                                                      r"the median loss of the last 64 steps, "
+                                                      r"\S+, is \S+ times a constant "
+                                                      r"prediction's \(1: the targets' running "
+                                                      r"mean\) .*\[worse than a constant\]"):
+                for _ in range(400):
+                    model.learn(X, y)
+            assert model.n_samples_seen == 2 * (expected + 1)
+        else:
+            for _ in range(expected + 3):
+                model.learn(X, y)
+            assert model.divergences == {"worse than a constant": 3}
+            assert len(model._monitor._recent) == window  # the undone steps' losses left out
 
 
 def test_constructor_and_from_spec_take_on_divergence():

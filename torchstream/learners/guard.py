@@ -18,6 +18,7 @@ from torchstream.learners.divergence import (
     EXPLODING_LOSS,
     NON_FINITE_LOSS,
     NON_FINITE_PARAMETERS,
+    WORSE_THAN_CONSTANT,
     DivergenceError,
     DivergenceWarning,
     LossMonitor,
@@ -64,6 +65,7 @@ class DivergenceGuard:
 
     # set by the learner
     task: str
+    loss: str | Callable[..., torch.Tensor]
     lr: float
     scale_inputs: bool
     scale_targets: bool
@@ -93,27 +95,62 @@ class DivergenceGuard:
         while ``L_init`` is measured, the initial model's loss, read back together: one stacked
         transfer (a single host sync) on an accelerator, plain scalar reads on the CPU (where a
         read costs no sync and the stack would cost more)."""
+        monitor = self._monitor
         tensors = [loss, self._parameter_sum()]
         if initial_loss is not None:
             tensors.append(initial_loss)
+        constant = self._constant_loss(out, target) if monitor.warming_up else None
+        if constant is not None:
+            tensors.append(constant)
         vals = read_scalars(tensors, one_transfer=not loss.is_cpu)
-        monitor = self._monitor
         value = vals[0]
+        const = None if constant is None else vals[-1]
+        warming_up = monitor.warming_up
         if initial_loss is not None:
-            monitor.add_initial(vals[2], int(target.shape[0]))
+            monitor.add_initial(vals[2], int(target.shape[0]), constant=const)
             if not monitor.warming_up:
                 self._initial = None
         elif self._initial is None and monitor.warming_up:  # no copy of the initial model
-            monitor.add_initial(value, int(target.shape[0]))
+            monitor.add_initial(value, int(target.shape[0]), constant=const)
+        if warming_up and not monitor.warming_up:
+            self._say_poor_start(first + int(target.shape[0]))
+        kind: str | None
         if not math.isfinite(value):
             kind = NON_FINITE_LOSS
         elif not math.isfinite(vals[1]) and not self._parameters_finite():
             kind = NON_FINITE_PARAMETERS
-        elif monitor.observe(value):
-            kind = EXPLODING_LOSS
         else:
-            return
+            kind = monitor.observe(value)
+            if kind is None:
+                return
         self._diverged(kind, value, out, target, first, saved)
+
+    def _say_poor_start(self, n_rows: int) -> None:
+        """At the end of the warm-up (``n_rows`` rows seen): a warning when the untrained
+        model's loss was over ``ceiling`` times a constant prediction's."""
+        monitor = self._monitor
+        ratio = monitor.poor_start()
+        if ratio is None:
+            return
+        warnings.warn(
+            f"the untrained model's mean loss on rows 0-{n_rows - 1:,}, "
+            f"{monitor.initial_loss:.4g}, is {ratio:.3g} times a constant prediction's "
+            f"({monitor.constant_loss:.4g}: {self._constant_name()}); "
+            f"until it learns, its predictions are that far off, and a metric averaged over the "
+            f"run shows it. Fix: {' or '.join(self._fixes())}",
+            DivergenceWarning,
+            stacklevel=5,  # the caller of learn / learn_one / learn_many
+        )
+
+    def _constant_loss(self, out: torch.Tensor, target: torch.Tensor) -> torch.Tensor | None:
+        """The batch's mean loss of a constant prediction, raw outputs 0: uniform class
+        probabilities, or the running mean of standardised regression targets. None where no
+        constant is known to be trivial: a callable loss, regression targets in the caller's
+        own unit (``scale_targets=False``)."""
+        if not isinstance(self.loss, str) or (self.task == "regression" and not self.scale_targets):
+            return None
+        with torch.no_grad():
+            return self._train_loss(torch.zeros_like(out.detach()), target).mean()
 
     def _parameter_sum(self) -> torch.Tensor:
         """The sum of every parameter entry, one concatenation and one reduction: NaN or inf
@@ -148,6 +185,8 @@ class DivergenceGuard:
         note = self._divergence_message(kind, value, out, target, first) if count == 0 else None
         if saved is not None:  # skip
             self._restore(saved)
+            if kind == WORSE_THAN_CONSTANT:  # the loss had joined the history
+                self._monitor.retract()
         elif kind == EXPLODING_LOSS:  # warn: the loss joins the history
             self._monitor.accept(value)
         if note is not None:
@@ -179,19 +218,41 @@ class DivergenceGuard:
             what = f"the loss is {value}"
         elif kind == NON_FINITE_PARAMETERS:
             what = f"the step made parameters non-finite (loss {value:.4g})"
+        elif kind == WORSE_THAN_CONSTANT:
+            monitor = self._monitor
+            median, const = monitor.median() or math.nan, monitor.constant_loss or math.nan
+            lowest = monitor.lowest_median
+            what = (
+                f"the median loss of the last {monitor.window} steps, {median:.4g}, is "
+                f"{median / const:.3g} times a constant prediction's ({const:.4g}: "
+                f"{self._constant_name()}) and {median / lowest:.3g} times its "
+                f"lowest earlier median {lowest:.4g} (the limits are divergence_factor="
+                f"{self.divergence_factor:g} and {monitor.ceiling:g})"
+            )
         else:
             ref = self._monitor.reference() or math.nan
             what = (
                 f"the loss {value:.4g} is {value / ref:.3g} times its running reference "
                 f"{ref:.4g} (the limit is divergence_factor={self.divergence_factor:g})"
             )
+        fixes = " or ".join(self._fixes())
+        return f"training diverged at {where}: {what} [{kind}]. Fix: {fixes}"
+
+    def _constant_name(self) -> str:
+        """The constant prediction of :meth:`_constant_loss`, in words."""
+        if self.task == "classification":
+            return "uniform class probabilities"
+        return "the targets' running mean"
+
+    def _fixes(self) -> list[str]:
+        """What to change against a divergence or a poor start."""
         fixes = []
         if not self.scale_inputs:
             fixes.append("scale the inputs (scale_inputs=True)")
         if self.task == "regression" and not self.scale_targets:
             fixes.append("scale the targets (scale_targets=True)")
         fixes.append(f"lower the learning rate (lr={self.lr:g})")
-        return f"training diverged at {where}: {what} [{kind}]. Fix: {' or '.join(fixes)}"
+        return fixes
 
     @torch.no_grad()
     def _snapshot(self) -> Snapshot:

@@ -188,14 +188,18 @@ class OnlineLearner(RiverAPI, DivergenceGuard, CompiledLearner, river_base.Estim
         Seeds the module's initialisation.
     on_divergence
         What a divergent step does (checked after every step, see
-        :mod:`~torchstream.learners.divergence`: a non-finite loss, non-finite parameters, or
-        a loss above ``divergence_factor`` times its running reference): ``"raise"`` a
+        :mod:`~torchstream.learners.divergence`: a non-finite loss, non-finite parameters, a
+        loss above ``divergence_factor`` times its running reference, or a typical loss that
+        factor times a constant prediction's and rising): ``"raise"`` a
         :class:`DivergenceError` naming the row, the loss and a remedy (the learner keeps the
         state the step left); ``"warn"`` once per kind and go on; ``"skip"``: undo the step
         (parameters, optimiser state, scalers; the rows still count in ``n_samples_seen``) and
-        warn once per kind. ``divergences`` counts the divergent steps by kind.
+        warn once per kind. ``divergences`` counts the divergent steps by kind. An untrained
+        model over 100 times worse than a constant prediction is said, with a warning, at the
+        end of the warm-up (the first 32 rows).
     divergence_factor
-        The explosion rule's factor (``inf`` turns that rule off; the non-finite checks stay).
+        The factor of the explosion rule and of the comparison with a constant (``inf`` turns
+        both off; the non-finite checks stay).
     compile
         Run the training step's forward pass, loss and backward pass, and the prediction's
         forward pass and outputs, as graphs compiled with ``torch.compile(dynamic=False)`` (one
