@@ -1,0 +1,114 @@
+"""One stream on two processes (torch.distributed, gloo): the model one process trains at twice
+the batch, the same test metrics, an explanation within the explainers' confidence bounds of one
+process's, and a worker that fails or dies stops the run with its name."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from functools import partial
+
+import pytest
+import torch
+
+from torchstream.distributed.data_parallel import (
+    WorkerFailed,
+    WorkerSetup,
+    cost_per_step,
+    run_data_parallel,
+    shard,
+)
+from torchstream.explain import IncrementalPFI
+from torchstream.learners import OnlineLearner
+from torchstream.models import MLP
+from torchstream.streams import agrawal_drift
+
+pytest.importorskip("torch.distributed")
+if not torch.distributed.is_available() or not torch.distributed.is_gloo_available():
+    pytest.skip("torch.distributed with gloo is not available", allow_module_level=True)
+
+ROWS, BATCH = 1600, 8
+
+
+def build(rank: int, *, rows: int = ROWS, fail_rank: int | None = None) -> WorkerSetup:
+    """The same stream and learner on every rank; iPFI seeded per rank."""
+    if rank == fail_rank:
+        raise ValueError(f"no data for rank {rank}")
+    stream = agrawal_drift(n_samples=rows, position=rows // 2, seed=3)
+    learner = OnlineLearner(partial(MLP, hidden=(16,)), lr=5e-3, scale_inputs=True, seed=0)
+    ipfi = IncrementalPFI(learner, "cross_entropy", stream.n_features, alpha=0.01,
+                          feature_names=stream.schema.columns, seed=100 + rank)
+    return WorkerSetup(stream, learner, [ipfi])
+
+
+def one_process(batch_size: int) -> tuple[dict[str, torch.Tensor], float, IncrementalPFI]:
+    """One process, plainly: test, explain, learn each batch of ``batch_size`` rows."""
+    torch.manual_seed(0)
+    setup = build(0)
+    stream, learner, (ipfi,) = setup.stream, setup.learner, setup.explainers
+    learner.register_classes(stream.classes)
+    correct = n = 0
+    for X, y in stream.batches(batch_size):
+        with torch.no_grad():
+            correct += int((learner(X).argmax(1) == y).sum())
+        n += len(y)
+        ipfi.explain(X, y)
+        learner.learn(X, y)
+    assert learner.module is not None
+    return dict(learner.module.state_dict()), correct / n, ipfi
+
+
+def test_two_workers_train_the_model_one_process_trains_at_twice_the_batch():
+    result = run_data_parallel(build, workers=2, batch_size=BATCH)
+    state, accuracy, ipfi = one_process(2 * BATCH)
+    assert result.rows == ROWS and result.workers == 2
+    assert set(result.state) == set(state)
+    for name, value in state.items():  # every replica took the same step as one process
+        assert torch.allclose(result.state[name], value, atol=1e-5, rtol=0), name
+    assert result.metrics["accuracy"] == pytest.approx(accuracy, abs=1e-12)
+    control, _, _ = one_process(BATCH)  # the test tells batch 16 from batch 8 apart
+    assert any(not torch.allclose(result.state[k], v, atol=1e-3) for k, v in control.items())
+    assert list(result.importances) == [ipfi.name]
+    merged, half = result.importances[ipfi.name], result.half_widths[ipfi.name]
+    single = ipfi.as_dict()
+    single_half = dict(zip(single, ipfi.half_width(0.05).tolist()))
+    assert set(merged) == set(single)
+    for feature in single:  # equal in distribution: the two estimates within their bounds
+        assert abs(merged[feature] - single[feature]) <= half[feature] + single_half[feature]
+    assert max(merged, key=merged.get) == max(single, key=single.get)  # the same top feature
+    # per step each worker sent its weighted gradients and its rows' contributions
+    n_params = sum(v.numel() for k, v in state.items() if "scaler" not in k)
+    assert result.bytes_per_step["gradients"] >= 4 * n_params - 1e-9
+    assert result.bytes_per_step["contributions"] > 0
+
+
+def test_a_worker_that_fails_stops_the_run_with_its_error():
+    with pytest.raises(WorkerFailed, match=r"worker 1 failed: ValueError: no data for rank 1"):
+        run_data_parallel(partial(build, fail_rank=1), workers=2, batch_size=BATCH)
+
+
+def test_a_worker_killed_stops_the_run_naming_it():
+    def kill_second(pids: list[int]) -> None:
+        threading.Timer(0.5, os.kill, (pids[1], signal.SIGKILL)).start()  # mid-run
+
+    with pytest.raises(WorkerFailed, match=r"worker 1 \(pid \d+\) died \(killed by SIGKILL\)"):
+        run_data_parallel(partial(build, rows=10**6), workers=2, batch_size=BATCH,
+                          on_start=kill_second)
+
+
+def test_the_shards_of_a_global_batch_cover_it_once_in_order():
+    for n in (1, 5, 16, 17):
+        for workers in (1, 2, 3):
+            parts = [shard(n, workers, r) for r in range(workers)]
+            assert [i for s in parts for i in range(n)[s]] == list(range(n))
+            sizes = [s.stop - s.start for s in parts]
+            assert max(sizes) - min(sizes) <= 1
+
+
+def test_the_cost_model_counts_a_ring_all_reduce_and_the_contributions():
+    one = cost_per_step(n_params=1000, n_features=10, batch_size=4, workers=1)
+    assert one == {"gradients": 0.0, "contributions": 0.0}
+    four = cost_per_step(n_params=1000, n_features=10, batch_size=4, workers=4)
+    assert four["gradients"] == 4 * 1000 * 2 * 3 / 4
+    assert four["contributions"] == 4 * 4 * 10 * 3
