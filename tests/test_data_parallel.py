@@ -111,4 +111,4 @@ def test_the_cost_model_counts_a_ring_all_reduce_and_the_contributions():
     assert one == {"gradients": 0.0, "contributions": 0.0}
     four = cost_per_step(n_params=1000, n_features=10, batch_size=4, workers=4)
     assert four["gradients"] == 4 * 1000 * 2 * 3 / 4
-    assert four["contributions"] == 4 * 4 * 10 * 3
+    assert four["contributions"] == 8 * 4 * 10 * 3

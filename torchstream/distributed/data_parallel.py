@@ -354,16 +354,18 @@ def _dead(procs: list[BaseProcess], *, signalled: bool = False) -> str | None:
 
 
 def cost_per_step(n_params: int, n_features: int, batch_size: int, workers: int,
-                  explainers: int = 1) -> dict[str, float]:
-    """Bytes one worker sends per global batch (float32): its gradients (an ``all_reduce``
-    of ``n_params`` values sends about ``2 (N - 1) / N`` of them with a ring) and its rows'
-    contributions of each explainer (``all_gather`` of ``batch_size x n_features`` values to
-    ``N - 1`` peers).
+                  explainers: int = 1, *, contribution_bytes: int = 8) -> dict[str, float]:
+    """Bytes one worker sends per global batch: its float32 gradients (a ring ``all_reduce`` of
+    ``n_params`` values sends ``2 (N - 1) / N`` of them) and, for each explainer, its rows'
+    contributions (``all_gather`` of ``batch_size x n_features`` values of
+    ``contribution_bytes``, 8: the explainers accumulate in float64) to
+    each of the ``N - 1`` others.
 
     >>> c = cost_per_step(n_params=30_000, n_features=100, batch_size=64, workers=2)
     >>> int(c["gradients"]), int(c["contributions"])
-    (120000, 25600)
+    (120000, 51200)
     """
     ring = 2 * (workers - 1) / workers if workers > 1 else 0.0
     return {"gradients": 4.0 * n_params * ring,
-            "contributions": 4.0 * batch_size * n_features * explainers * (workers - 1)}
+            "contributions": float(contribution_bytes * batch_size * n_features * explainers
+                                   * (workers - 1))}
