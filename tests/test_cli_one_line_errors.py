@@ -11,6 +11,7 @@ import time
 import pytest
 
 from torchstream.cli import main
+from torchstream.cli.run import EXPLAINERS
 from torchstream.cli.sweep import MAX_RUNS, load_sweep
 
 
@@ -82,8 +83,9 @@ def test_report_names_the_file_and_the_bad_field(tmp_path, capsys):
 def test_an_empty_explain_is_refused(tmp_path, capsys, value):
     err = _fails(["run", "--n-samples", "40", "--explain", value, "--logdir",
                   str(tmp_path / "l")], capsys)
-    assert err == (f"error: --explain {value!r} names no explainer; choose from ipfi, isage, "
-                   "ipdp, or 'none' to run without explainers")
+    assert err == (f"error: --explain {value!r} names no explainer; choose from "
+                   f"{', '.join(EXPLAINERS)}, or 'none' to run without explainers")
+    assert list(EXPLAINERS)[:3] == ["ipfi", "isage", "ipdp"]
     assert not (tmp_path / "l").exists()
 
 

@@ -48,7 +48,7 @@ def _hex(t: torch.Tensor) -> list[str]:
     return [float(v).hex() for v in t.tolist()]
 
 
-def test_fires_steps_are_bit_for_bit_the_recorded_values() -> None:
+def test_fires_steps_are_the_recorded_values() -> None:
     g = torch.Generator().manual_seed(3)
     for dtype in (torch.float64, torch.float32):  # float32 rows go to the float64 head
         fires = FIRES(ProbitHead(5, lr_mu=0.5, lr_sigma=0.3, epochs=2), n_selected=2,
@@ -66,7 +66,11 @@ def test_fires_steps_are_bit_for_bit_the_recorded_values() -> None:
                head.predict_proba(X)[:3])
         for name, value, want in zip(("mu", "sigma", "omega", "lml", "proba"), got,
                                      RECORDED[dtype], strict=True):
-            assert _hex(value) == want, (dtype, name)
+            # the recorded values to a few units in the last place: the vectorised kernels
+            # torch picks for a CPU (and its libm) may round the last bit otherwise
+            recorded = torch.tensor([float.fromhex(h) for h in want], dtype=torch.float64)
+            assert torch.allclose(value.to(torch.float64), recorded, rtol=1e-13, atol=1e-300), (
+                dtype, name, _hex(value), want)
         assert fires.selected is not None and fires.selected.tolist() == [1, 3]
 
 

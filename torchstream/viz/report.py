@@ -10,7 +10,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from torchstream.evaluate.report import Curve, Report
+from torchstream.evaluate.report import Change, Curve, Report
 from torchstream.viz._figure import agg_figure
 
 __all__ = ["figure_pixels", "plot_report_curve", "plot_report_importance", "plot_report_inputs",
@@ -86,19 +86,19 @@ def plot_report_inputs(report: Report, *, top: int = 6) -> Figure:
     """The distributions of the ``top`` inputs that moved most (moved first, then by their
     statistic), before (blue) and after (red) the row: a numeric feature's deciles, a
     categorical feature's shares; each panel titled with its test, statistic and p-value."""
-    seen: dict[str, dict[str, object]] = {}
+    seen: dict[str, Change] = {}
     for c in report["changes"]:
-        seen.setdefault(c["feature"], dict(c))
+        seen.setdefault(c["feature"], c)
     ranked = sorted(seen.values(), key=lambda c: (not c["input_moved"],
-                                                  -_finite(float(c["input_statistic"]))))[:top]
+                                                  -_finite(c["input_statistic"])))[:top]
     cols = min(3, max(len(ranked), 1))
     rows = max(1, math.ceil(len(ranked) / cols))
     fig = agg_figure((3.4 * cols, 2.6 * rows + 0.4))
     for i, c in enumerate(ranked):
         ax = fig.add_subplot(rows, cols, i + 1)
-        labels = [str(v) for v in c["input_labels"]]  # type: ignore[attr-defined]
-        before = [_finite(float(v)) for v in c["input_before"]]  # type: ignore[attr-defined]
-        after = [_finite(float(v)) for v in c["input_after"]]  # type: ignore[attr-defined]
+        labels = [str(v) for v in c["input_labels"]]
+        before = [_finite(float(v)) for v in c["input_before"]]
+        after = [_finite(float(v)) for v in c["input_after"]]
         x = np.arange(len(labels))
         if str(c["input_test"]).startswith("ks"):  # deciles: the quantile function
             ax.plot(x, before, color="tab:blue", marker="o", ms=3, label="before")
@@ -112,8 +112,8 @@ def plot_report_inputs(report: Report, *, top: int = 6) -> Figure:
         ax.set_xticklabels(labels, rotation=45 if len(labels) > 4 else 0, fontsize="x-small")
         mark = " (moved)" if c["input_moved"] else ""
         ax.set_title(f"{c['feature']}{mark}: {c['input_test']} "
-                     f"{_finite(float(c['input_statistic'])):.3g}, "
-                     f"p {float(c['input_p']):.2g}", fontsize="small")
+                     f"{_finite(c['input_statistic']):.3g}, "
+                     f"p {c['input_p']:.2g}", fontsize="small")
         if i == 0:
             ax.legend(fontsize="x-small")
     fig.suptitle(f"inputs around row {report['row']:,}: before and after", fontsize="medium")
