@@ -137,7 +137,7 @@ class DivergenceGuard:
             f"{monitor.initial_loss:.4g}, is {ratio:.3g} times a constant prediction's "
             f"({monitor.constant_loss:.4g}: {self._constant_name()}); "
             f"until it learns, its predictions are that far off, and a metric averaged over the "
-            f"run shows it. Fix: {' or '.join(self._fixes())}",
+            f"run shows it. Fix: {' or '.join(self._fixes(learning_rate=False))}",
             DivergenceWarning,
             stacklevel=5,  # the caller of learn / learn_one / learn_many
         )
@@ -244,14 +244,18 @@ class DivergenceGuard:
             return "uniform class probabilities"
         return "the targets' running mean"
 
-    def _fixes(self) -> list[str]:
-        """What to change against a divergence or a poor start."""
+    def _fixes(self, *, learning_rate: bool = True) -> list[str]:
+        """What to change against a divergence, or (``learning_rate=False``: the untrained
+        model is not the learning rate's doing) a poor start."""
         fixes = []
         if not self.scale_inputs:
             fixes.append("scale the inputs (scale_inputs=True)")
         if self.task == "regression" and not self.scale_targets:
             fixes.append("scale the targets (scale_targets=True)")
-        fixes.append(f"lower the learning rate (lr={self.lr:g})")
+        if learning_rate:
+            fixes.append(f"lower the learning rate (lr={self.lr:g})")
+        elif not fixes:
+            fixes.append("check the module's initial outputs on these inputs")
         return fixes
 
     @torch.no_grad()

@@ -38,6 +38,7 @@ from torchstream.learners.training import (
     input_layer,
     mode_sensitive,
     optimizer_step,
+    reserve_inputs,
     training_loss,
     widened_state,
 )
@@ -174,10 +175,13 @@ class OnlineLearner(RiverAPI, DivergenceGuard, CompiledLearner, river_base.Estim
         of growth; the optimiser keeps its state, with the new columns' state set to what it
         would be had the feature been 0 in every earlier row (zero moments / momentum, see
         :func:`~torchstream.learners.training.widened_state`), and so do the input scaler's
-        statistics. At prediction, a key not yet learned is ignored (its weights would be 0).
-        An inferred schema then orders the first row's keys, and each batch of new keys, by
-        name, so the key order of a dict never matters. A declared schema must be numeric
-        without nullable features. ``feature_names`` lists the columns, grown ones included.
+        statistics. The input layer keeps spare zero columns (its weight doubles when
+        outgrown, :func:`~torchstream.learners.training.grow_input_layer`), so growth costs
+        amortised O(new columns), not a copy of every weight per new key. At prediction, a
+        key not yet learned is ignored (its weights would be 0). An inferred schema then
+        orders the first row's keys, and each batch of new keys, by name, so the key order of
+        a dict never matters. A declared schema must be numeric without nullable features.
+        ``feature_names`` lists the columns, grown ones included.
     device, dtype
         Where the module lives (``"auto"``: CUDA when present) and its float type
         (``None``: ``torch.float32`` for classification, ``torch.float64`` for regression,
@@ -471,14 +475,15 @@ class OnlineLearner(RiverAPI, DivergenceGuard, CompiledLearner, river_base.Estim
         assert self.schema is not None
         if self.module is not None:
             input_layer(self.module)  # a module that cannot grow fails before any change
-        s = self.schema
-        self.schema = Schema([*s.features, *names], encoding=s.encoding, unseen=s.unseen)
+        self.schema = self.schema.with_numeric(names)  # no per-feature loop over the old ones
         self.n_features = self.schema.n_columns
         self._widen(keep_optimizer_state=True)
 
     def _widen(self, *, keep_optimizer_state: bool) -> None:
         """Grow the module (and the divergence reference copy, the input scaler) to
-        ``n_features`` inputs, when it is narrower; a new optimiser follows the new weight."""
+        ``n_features`` inputs, when it is narrower. Within the input layer's spare columns
+        (:func:`~torchstream.learners.training.grow_input_layer`) no parameter changes; when
+        its weight is reallocated (doubled), a new optimiser follows the new weight."""
         if self.module is None:
             return
         assert self.n_features is not None
@@ -486,11 +491,14 @@ class OnlineLearner(RiverAPI, DivergenceGuard, CompiledLearner, river_base.Estim
             return
         self._last_forward = self._last_encoded = None
         old_opt = self.optimizer
-        old_w, new_w = grow_input_layer(self.module, self.n_features)
+        grown = grow_input_layer(self.module, self.n_features)
         if self._initial is not None:
             grow_input_layer(self._initial, self.n_features)
         if self.input_scaler is not None:
             self.input_scaler.grow(self.n_features)
+        if grown is None:  # spare columns: the same parameters, the same optimiser
+            return
+        old_w, new_w = grown
         self._make_optimizer()
         if not keep_optimizer_state or old_opt is None:
             return
@@ -501,6 +509,21 @@ class OnlineLearner(RiverAPI, DivergenceGuard, CompiledLearner, river_base.Estim
                     self.optimizer.state[p] = widened_state(old_opt.state[old_w], old_w, p, group)
                 elif p in old_opt.state:
                     self.optimizer.state[p] = old_opt.state[p]
+
+    def _reserve_inputs(self, module_state: Mapping[str, torch.Tensor]) -> None:
+        """``feature_incremental``: the input layer as in ``module_state`` (``n_features``
+        inputs and the saved weight's spare columns), the input scaler as wide, and a new
+        optimiser for the new weight."""
+        assert self.module is not None and self.n_features is not None
+        layer = input_layer(self.module)
+        name = next(n for n, m in self.module.named_modules() if m is layer)
+        saved = module_state.get(f"{name}.weight" if name else "weight")
+        capacity = self.n_features if saved is None else int(saved.shape[1])
+        reserve_inputs(self.module, self.n_features, capacity)
+        if self.input_scaler is not None and self.input_scaler.mean.shape[0] < self.n_features:
+            self.input_scaler.grow(self.n_features)
+        self._last_forward = self._last_encoded = None
+        self._make_optimizer()
 
     def _ensure_module(self, X: torch.Tensor) -> nn.Module:
         if self.module is None:
@@ -745,7 +768,7 @@ class OnlineLearner(RiverAPI, DivergenceGuard, CompiledLearner, river_base.Estim
             self._build()
         assert self.module is not None
         if self.feature_incremental:  # a learner that grew after this one was built
-            self._widen(keep_optimizer_state=False)
+            self._reserve_inputs(state["module"])
         n_out = _output_width(state["module"])
         if n_out is not None and self.task == "classification":
             grow_output_layer(self.module, n_out)

@@ -16,7 +16,10 @@ __all__ = [
     "binary_link",
     "build_optimizer",
     "grow_input_layer",
+    "input_capacity",
     "input_layer",
+    "pad_inputs",
+    "reserve_inputs",
     "grow_output_layer",
     "widened_state",
     "mode_sensitive",
@@ -192,11 +195,12 @@ def grow_output_layer(module: nn.Module, n_outputs: int) -> bool:
     old = layer.out_features
     if n_outputs <= old:
         return False
-    new = nn.Linear(layer.in_features, n_outputs, bias=layer.bias is not None).to(
+    new = nn.Linear(layer.weight.shape[1], n_outputs, bias=layer.bias is not None).to(
         device=layer.weight.device, dtype=layer.weight.dtype
     )
     new.weight.zero_()
     new.weight[:old] = layer.weight
+    _set_inputs(new, new, layer.in_features)  # an input layer too: its spare input columns
     if layer.bias is not None:
         new.bias.fill_(float(layer.bias.mean()))
         new.bias[:old] = layer.bias
@@ -227,24 +231,87 @@ def input_layer(module: nn.Module) -> nn.Linear:
 
 
 @torch.no_grad()
-def grow_input_layer(module: nn.Module, n_features: int) -> tuple[nn.Parameter, nn.Parameter]:
-    """Widen the input layer (:func:`input_layer`) to ``n_features`` inputs: the new input
+def grow_input_layer(
+    module: nn.Module, n_features: int
+) -> tuple[nn.Parameter, nn.Parameter] | None:
+    """Widen the input layer (:func:`input_layer`) to read ``n_features`` inputs: the new input
     columns start at zero weight, so the module's outputs are unchanged for any input and a
-    new feature starts without influence. The bias and every other parameter stay the same
-    objects; a plain ``n_features`` attribute of the module follows the layer. Returns the
-    old and the new weight (the weight is the only parameter replaced)."""
+    new feature starts without influence.
+
+    The layer keeps spare columns: its weight has ``C >= n_features`` columns (its
+    ``in_features`` is ``n_features``), a forward pre-hook pads the inputs with zeros to ``C``
+    (:func:`pad_inputs`), and a spare column, whose input is always 0, keeps weight 0 and
+    gets gradient 0. When ``n_features`` exceeds ``C`` the weight is reallocated with
+    ``max(n_features, 2 * C)`` columns, so ``k`` features added one growth at a time cost
+    amortised ``O(k)`` copied columns, not ``O(k * d)``. The bias and every other parameter stay
+    the same objects; a plain ``n_features`` attribute of the module follows the layer.
+    Returns the old and the new weight when the weight was reallocated, else None.
+
+    >>> layer = nn.Linear(3, 2)
+    >>> grow_input_layer(layer, 4) is not None, layer.in_features, layer.weight.shape[1]
+    (True, 4, 6)
+    >>> grow_input_layer(layer, 6) is None, layer(torch.ones(1, 6)).shape  # within the spare
+    (True, torch.Size([1, 2]))
+    """
     layer = input_layer(module)
-    old = layer.weight
-    add = n_features - layer.in_features
-    if add < 0:
+    if n_features < layer.in_features:
         raise ValueError(f"cannot shrink the input layer from {layer.in_features} to {n_features}")
-    new = nn.Parameter(torch.cat([old.detach(), old.new_zeros(old.shape[0], add)], 1))
+    capacity = layer.weight.shape[1]
+    grown = None
+    if n_features > capacity:
+        old = layer.weight
+        grown = (old, _set_columns(layer, max(n_features, 2 * capacity)))
+    _set_inputs(module, layer, n_features)
+    return grown
+
+
+def _set_columns(layer: nn.Linear, capacity: int) -> nn.Parameter:
+    """Give ``layer`` a new weight of ``capacity`` columns: the old columns (as many as fit)
+    followed by zeros."""
+    old = layer.weight
+    keep = min(capacity, old.shape[1])
+    new = nn.Parameter(torch.cat([old.detach()[:, :keep],
+                                  old.new_zeros(old.shape[0], capacity - keep)], 1))
     new.requires_grad_(old.requires_grad)
     layer.weight = new
+    return new
+
+
+def _set_inputs(module: nn.Module, layer: nn.Linear, n_features: int) -> None:
+    """``n_features`` inputs for ``layer`` (padded to its weight's columns by :func:`pad_inputs`)
+    and for a plain ``n_features`` attribute of ``module``."""
     layer.in_features = n_features
+    if layer.weight.shape[1] > n_features and pad_inputs not in layer._forward_pre_hooks.values():
+        layer.register_forward_pre_hook(pad_inputs)
     if isinstance(vars(module).get("n_features"), int):
         module.n_features = n_features
-    return old, new
+
+
+def pad_inputs(layer: nn.Module, args: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    """Forward pre-hook of an input layer with spare columns (:func:`grow_input_layer`): the
+    inputs ``[..., d]`` padded with zeros to the weight's ``C`` columns."""
+    x = args[0]
+    spare = layer.weight.shape[1] - x.shape[-1]
+    if spare <= 0:
+        return None
+    return (F.pad(x, (0, spare)), *args[1:])
+
+
+def input_capacity(module: nn.Module) -> int:
+    """The columns of the input layer's weight (:func:`grow_input_layer`: ``in_features`` and
+    the spare columns)."""
+    return int(input_layer(module).weight.shape[1])
+
+
+@torch.no_grad()
+def reserve_inputs(module: nn.Module, n_features: int, capacity: int) -> None:
+    """Give the input layer ``n_features`` inputs and exactly ``capacity`` weight columns: the
+    layout of a grown module whose state is about to be loaded (same shapes, and the same
+    padded products, so that a resumed learner computes bit for bit as the one saved)."""
+    layer = input_layer(module)
+    if layer.weight.shape[1] != capacity:
+        _set_columns(layer, capacity)
+    _set_inputs(module, layer, n_features)
 
 
 def widened_state(
