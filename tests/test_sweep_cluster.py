@@ -54,10 +54,7 @@ class Cluster:
         """SIGKILL every process of ``node`` (its raylet, its workers): the node is lost."""
         pgid = self.groups.pop(node, None)
         if pgid is not None:
-            try:
-                os.killpg(pgid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            _killpg(pgid)
 
 
 def _start(argv: list[str], env: dict[str, str], what: str) -> int:
@@ -68,13 +65,20 @@ def _start(argv: list[str], env: dict[str, str], what: str) -> int:
     try:
         out, _ = proc.communicate(timeout=120)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
+        _killpg(proc.pid)
         pytest.skip(f"{what} did not start within 120 s")
     if proc.returncode != 0:
-        os.killpg(proc.pid, signal.SIGKILL)
+        _killpg(proc.pid)
         tail = " | ".join(out.strip().splitlines()[-3:])
         pytest.skip(f"{what} could not start (exit {proc.returncode}): {tail}")
     return proc.pid
+
+
+def _killpg(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:  # the group is gone already
+        pass
 
 
 @pytest.fixture(scope="module")
@@ -89,12 +93,18 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     driver = tmp_path_factory.mktemp("driver")
     (driver / "on-the-driver").write_text("only the driver sees this")
     port = _free_port()
-    # the nodes' own home (no token file of the user's Ray), fast detection of a lost node
-    env = {**os.environ, "HOME": str(base / "home"), "RAY_health_check_period_ms": "500",
-           "RAY_health_check_timeout_ms": "1000", "RAY_health_check_failure_threshold": "2",
-           "RAY_health_check_initial_delay_ms": "0"}
+    # the nodes' own home and no token authentication (neither the user's Ray token file nor
+    # the RAY_AUTH_MODE an earlier ray.init of this process exported), fast detection of a
+    # lost node
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    env |= {"HOME": str(base / "home"), "RAY_AUTH_MODE": "disabled",
+            "RAY_health_check_period_ms": "500",
+            "RAY_health_check_timeout_ms": "1000", "RAY_health_check_failure_threshold": "2",
+            "RAY_health_check_initial_delay_ms": "0"}
     (base / "home").mkdir()
     groups: dict[str, int] = {}
+    driver_env = pytest.MonkeyPatch()  # the driver (this process) connects as the nodes do
+    driver_env.setenv("RAY_AUTH_MODE", "disabled")
     try:
         groups["head"] = _start(
             [str(RAY), "start", "--head", "--port", str(port), "--num-cpus", "1",
@@ -127,10 +137,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         if ray.is_initialized():
             ray.shutdown()
         for pgid in groups.values():
-            try:
-                os.killpg(pgid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            _killpg(pgid)
+        driver_env.undo()
         shutil.rmtree(base, ignore_errors=True)
 
 

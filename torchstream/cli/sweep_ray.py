@@ -22,6 +22,7 @@ on it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -211,7 +212,7 @@ def cluster_task(job: Job, store: Any, storage: str | None) -> tuple[dict[str, A
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _init(ray: ModuleType, address: str | None, num_cpus: float) -> bool:
+def _init(ray: ModuleType, address: str | None, num_cpus: int) -> bool:
     """Connect to (or start) Ray; True when this call started it."""
     if ray.is_initialized():
         return False
@@ -256,7 +257,7 @@ def run_on_ray(jobs: Sequence[Job], out: Path, *, resources: Resources, retries:
     as they arrive; runs with a checkpoint in ``out`` resume from it. A generator: the tasks
     still running are cancelled when it is closed (an interrupted sweep)."""
     ray = ray_module()
-    started = _init(ray, address, workers * resources.cpus)
+    started = _init(ray, address, max(1, math.ceil(workers * resources.cpus)))
     refs: dict[Any, Job] = {}
     store = None
     try:
@@ -296,10 +297,11 @@ def run_on_ray(jobs: Sequence[Job], out: Path, *, resources: Resources, retries:
                 job = refs.pop(ref)
                 yield job, _collect(ray, ref, job, out)
     finally:
-        for ref in refs:
-            ray.cancel(ref, force=True)
-        if store is not None:  # a driver that stays connected keeps no sweep's snapshots
-            ray.kill(store)
+        with contextlib.suppress(Exception):  # never hide why the sweep stopped
+            for ref in refs:
+                ray.cancel(ref, force=True)
+            if store is not None:  # a driver that stays connected keeps no sweep's snapshots
+                ray.kill(store)
         if started:
             ray.shutdown()
 
