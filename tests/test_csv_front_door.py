@@ -190,6 +190,56 @@ def test_identifiers_and_empty_columns_are_left_out_and_said(tmp_path):
     assert read_csv(p, "y", nrows=9).schema.names == ("rowid", "key", "x")
 
 
+def test_numbers_with_separators_are_numbers_said_never_identifiers_or_categories(tmp_path):
+    """A quoted "12,345.6" on every row was left out as an identifier, and decimal commas
+    "3,14" became one-hot columns: both are numbers, read one way for the column and said
+    with a line and a value, in features and in the target."""
+    g = np.random.default_rng(0)
+    amount = g.uniform(1_000, 999_999, 60).round(1)
+    ratio = g.uniform(0, 10, 60).round(2)
+    rows = [f'"{a:,.1f}","{str(r).replace(".", ",")}",{i % 2}' for i, (a, r) in
+            enumerate(zip(amount, ratio))]
+    p = write(tmp_path, "amount,ratio,y\n" + "\n".join(rows) + "\n")
+    s = read_csv(p, "y")
+    assert s.schema.columns == ("amount", "ratio")  # not 1 + 59 one-hot columns, none left out
+    assert s.X[:, 0].tolist() == amount.tolist() and s.X[:, 1].tolist() == ratio.tolist()
+    notes = {c.name: c.note for c in s.inference.columns}
+    assert notes["amount"].endswith(f"numbers written with ',' separating thousands "
+                                    f"('{amount[0]:,.1f}' on line 2 is {amount[0]:g})")
+    assert f"',' as the decimal mark ('{str(ratio[0]).replace('.', ',')}' on line 2" \
+        in notes["ratio"]
+    target = write(tmp_path, "x,y\n" + "".join(f'{i % 3},"{v:,.1f}"\n'
+                                                for i, v in enumerate(amount)), "target.csv")
+    t = read_csv(target, "y")
+    assert t.task == "regression" and t.y.double().allclose(torch.tensor(amount))
+    assert "separating thousands" in t.inference.task_rule
+    european = write(tmp_path, 'x,y\n"1.234,5",0\n"12,25",1\n7,0\n', "eu.csv")
+    assert read_csv(european, "y").X[:, 0].tolist() == [1234.5, 12.25, 7.0]
+
+
+@pytest.mark.parametrize("values, message", [
+    (['"1,234"', '"5,678"', "12"],
+     r"line 2, column 'a': '1,234' is 1234 with ',' separating thousands or 1.234 with ',' as "
+     r"the decimal mark, and no value of the column tells which"),
+    (['"12,345.6"', '"3,14"', "7"],
+     r"line 2, column 'a': numbers written with ',' both separating thousands and as the "
+     r"decimal mark \('12,345.6' and '3,14'\)"),
+    (['"3,14"', "2.5", "7"],
+     r"line 2, column 'a': numbers written with ',' both .*beside numbers with a decimal point"),
+    (['"3,14"', "abc", '"2,71"'],
+     r"line 3, column 'a': non-numeric value 'abc' in a numeric column — 2 numbers and 1 "
+     r"string"),
+])
+def test_numbers_with_separators_that_cannot_be_read_one_way_are_errors(tmp_path, values,
+                                                                         message):
+    rows = "".join(f"{v},{i % 2}\n" for i, v in enumerate(values))
+    with pytest.raises(ValueError, match=message):
+        read_csv(write(tmp_path, "a,y\n" + rows), "y")
+    # declared categorical, the text is kept as categories
+    assert read_csv(write(tmp_path, "a,y\n" + rows), "y",
+                    categorical=["a"]).schema.features[0].kind == "categorical"
+
+
 def test_too_many_categories_is_an_error_unless_declared(tmp_path):
     text = "c,y\n" + "".join(f"v{i % 40},{i % 2}\n" for i in range(80))
     p = write(tmp_path, text)
@@ -260,6 +310,40 @@ def test_leaking_columns_are_an_error_unless_declared(tmp_path):
                                                for i in range(30)))
     with pytest.raises(ValueError, match=r"'a' equals the target 'y' on every row"):
         read_csv(copy, "y")
+
+
+def test_affine_copies_and_sums_within_float_rounding_leak(tmp_path):
+    """Exact float equality let through a column equal to 2 * y (or a * y + b, or y written
+    with 7 digits) and decimal columns that sum to the target only up to rounding (0.1 + 0.2
+    is not 0.3 in floats); a feature merely close to y (noise 1e-3) is no leak."""
+    g = np.random.default_rng(1)
+    y = g.uniform(0, 100, 40).round(3)
+    parts = g.uniform(0, 1, 40).round(3)
+    cases = {
+        "double": (2 * y, r"'x' equals 2 \* the target 'y' on every row \(within float "
+                          r"rounding\).*--drop x"),
+        "affine": (-0.5 * y + 3, r"'x' equals -0.5 \* the target 'y' \+ 3 on every row"),
+        "rounded": (np.array([float(f"{v:.7g}") for v in y * 1.0000001]),
+                    r"'x' equals the target 'y' on every row"),
+    }
+    for name, (x, message) in cases.items():
+        text = "x,z,y\n" + "".join(f"{a!r},{i % 7},{b!r}\n" for i, (a, b) in
+                                   enumerate(zip(x.tolist(), y.tolist())))
+        p = write(tmp_path, text, f"{name}.csv")
+        with pytest.raises(ValueError, match=message):
+            read_csv(p, "y")
+        kept = read_csv(p, "y", numeric=["x"])
+        assert kept.schema.names == ("x", "z")
+        assert "kept as declared although 'x' equals" in kept.inference.describe()
+    total = (parts + (y - parts)).round(3)  # two decimal columns and their sum as written
+    assert not np.array_equal(parts + (y - parts).round(3), total)  # rounding: not exact
+    text = "a,b,y\n" + "".join(f"{a!r},{b!r},{t!r}\n" for a, b, t in
+                               zip(parts.tolist(), (y - parts).round(3).tolist(), total.tolist()))
+    with pytest.raises(ValueError, match=r"'a' \+ 'b' sum to the target 'y' on every row"):
+        read_csv(write(tmp_path, text, "sum.csv"), "y")
+    noisy = y + g.normal(0, 1e-3, 40)
+    text = "x,y\n" + "".join(f"{a!r},{b!r}\n" for a, b in zip(noisy.tolist(), y.tolist()))
+    assert read_csv(write(tmp_path, text, "noisy.csv"), "y").schema.names == ("x",)
 
 
 def test_bike_hour_generic_read(tmp_path):

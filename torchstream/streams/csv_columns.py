@@ -7,8 +7,13 @@ order, for a column that is not declared:
 1. **empty** -- every value is missing: left out.
 2. **numeric** -- every value is a number (non-finite ones are an error). A column of
    consecutive integers (``k, k+1, k+2, ...``) over at least 10 rows is the row number: an
-   **identifier**, left out.
-3. **mixed** -- numbers and other strings: an error with the counts and examples.
+   **identifier**, left out. Numbers written with separators are numbers too, read one way
+   for the whole column and said in its note: ``,`` separating thousands (``"12,345.6"``,
+   ``"1,234,567"``) or ``,`` as the decimal mark (``"3,14"``, ``"1.234,5"``). A column whose
+   separated values fit both readings (only ``"1,234"``-like values and integers) or neither
+   (``"12,345.6"`` beside ``"3,14"``) is an error naming the line and the value.
+3. **mixed** -- numbers (separated ones included) and other strings: an error with the counts
+   and examples.
 4. **datetime** -- every value is an ISO-like date ``YYYY-MM-DD`` (or ``YYYY/MM/DD``),
    optionally with a time ``[T ]HH:MM[:SS[.f]]``: the column becomes the numeric parts
    ``<name>:year``, ``:month``, ``:day``, ``:weekday`` (Monday = 0) and, when any value has a
@@ -47,6 +52,7 @@ __all__ = [
     "plan_numbers",
     "plan_tokens",
     "plural",
+    "read_separated",
     "shown",
     "tokenize",
     "tokenize_codes",
@@ -58,6 +64,9 @@ ColumnKind = Literal["numeric", "categorical", "datetime", "identifier", "empty"
 Declared = Literal["categorical", "numeric"] | None
 Where = Callable[[int], str]  # a row index -> "line 17" (for messages)
 
+_THOUSANDS = re.compile(r"[+-]?\d{1,3}(?:,\d{3})+(?:\.\d*)?")  # 12,345.6 and 1,234
+_DECIMAL_COMMA = re.compile(r"[+-]?(?:\d+|\d{1,3}(?:\.\d{3})+),\d+")  # 3,14 and 1.234,5
+_INTEGER = re.compile(r"[+-]?\d+")
 _DATE = re.compile(r"\d{4}([-/])\d{2}\1\d{2}(?:([T ])\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?)?")
 _NAN_SPELLINGS = frozenset(("nan", "+nan", "-nan"))  # in any case: a number, not a string
 DATE_PARTS = ("year", "month", "day", "weekday")
@@ -142,6 +151,63 @@ class ColumnPlan:
         return bool(self.parts)
 
 
+def read_separated(
+    tok: Tokens, numbers: np.ndarray, is_number: np.ndarray, *, name: str, where: Where,
+    path: str,
+) -> tuple[np.ndarray, np.ndarray, str | None]:
+    """Numbers written with separators among the distinct values ``tok.values`` (``numbers``:
+    their plain parse, NaN where ``is_number`` is False). Returns the numbers and the flags of
+    every number-like value (separated ones included) and, when every value is one, a note
+    saying how the column was read; ``None`` as the note otherwise (no separated value, or
+    strings beside them: the caller's mixed-column rule). A column whose separated values
+    fit both readings, or neither, is an error naming the line and the value."""
+    others = np.flatnonzero(~is_number)
+    thousands = np.zeros(len(tok.values), dtype=bool)
+    decimal = np.zeros(len(tok.values), dtype=bool)
+    for j in others.tolist():
+        v = tok.values[j]
+        if "," in v:
+            thousands[j] = _THOUSANDS.fullmatch(v) is not None
+            decimal[j] = _DECIMAL_COMMA.fullmatch(v) is not None
+    separated = thousands | decimal
+    if not separated.any():
+        return numbers, is_number, None
+    number_like = is_number | separated
+    if not number_like.all():
+        return numbers, number_like, None
+    plain_integers = all(_INTEGER.fullmatch(tok.values[j]) for j in np.flatnonzero(is_number))
+    as_thousands = bool(thousands[separated].all())
+    as_decimal = bool(decimal[separated].all()) and plain_integers
+    if as_thousands and as_decimal:
+        j = int(np.flatnonzero(separated)[0])
+        v = tok.values[j]
+        raise ValueError(
+            f"{path}, {where(tok.first_row(separated))}, column {name!r}: {shown(v)} is "
+            f"{v.replace(',', '')} with ',' separating thousands or {v.replace(',', '.')} with "
+            f"',' as the decimal mark, and no value of the column tells which; rewrite the "
+            f"numbers without separators, or declare the column categorical to keep the text")
+    if not (as_thousands or as_decimal):
+        a = int(np.flatnonzero(thousands & ~decimal)[0]) if (thousands & ~decimal).any() else None
+        b = int(np.flatnonzero(decimal & ~thousands)[0]) if (decimal & ~thousands).any() else None
+        first = tok.first_row(separated)
+        examples = " and ".join(shown(tok.values[j]) for j in (a, b) if j is not None)
+        raise ValueError(
+            f"{path}, {where(first)}, column {name!r}: numbers written with ',' both separating "
+            f"thousands and as the decimal mark ({examples or shown(tok.values[tok.codes[first]])}"
+            f"{'' if plain_integers else ', beside numbers with a decimal point'}); rewrite them "
+            f"one way, or declare the column categorical to keep the text")
+    out = numbers.copy()
+    for j in np.flatnonzero(separated).tolist():
+        v = tok.values[j]
+        out[j] = float(v.replace(",", "") if as_thousands else
+                       v.replace(".", "").replace(",", "."))
+    j = int(np.flatnonzero(separated)[0])
+    how = "separating thousands" if as_thousands else "as the decimal mark"
+    note = (f"numbers written with ',' {how} ({shown(tok.values[j])} on "
+            f"{where(tok.first_row(np.arange(len(tok.values)) == j))} is {out[j]:g})")
+    return out, number_like, note
+
+
 def plan_numbers(name: str, values: np.ndarray, declared: Declared) -> ColumnPlan:
     """A column the parser read as finite numbers with no missing value."""
     x = values.astype(np.float64)
@@ -194,6 +260,8 @@ def plan_tokens(
     is_number = ~np.isnan(numbers)
     for j in np.flatnonzero(~is_number & (lengths <= 4)).tolist():
         is_number[j] = tok.values[j].lower() in _NAN_SPELLINGS
+    numbers, is_number, separated = read_separated(tok, numbers, is_number, name=name,
+                                                   where=where, path=path)
     counts = tok.counts()
     if declared == "numeric" and not is_number.all():
         i = tok.first_row(~is_number)
@@ -211,6 +279,8 @@ def plan_tokens(
         if declared is None and not nullable and _is_row_number(x):
             return ColumnPlan(name, "identifier", False, 0, _row_number_note(x))
         note = "declared numeric" if declared else "every value is a number"
+        if separated is not None:
+            note += f"; {separated}"
         if nullable:
             note += f"; {n_missing:,} missing"
         return ColumnPlan(name, "numeric", declared is not None, n_missing, note,

@@ -286,31 +286,34 @@ def _check_leaks(
     cat: set[str],
     num: set[str],
 ) -> dict[str, str]:
-    """Features that equal the target (or two that sum to it) on every row are an error unless
+    """Features that copy the target (equal, or an affine copy ``a * y + b``) or two that sum
+    to it, on every row within float tolerance (:func:`find_leaks`), are an error unless
     declared; returns a note for each declared one."""
-    groups: list[tuple[str, ...]] = []
+    groups: list[tuple[tuple[str, ...], str]] = []
     if tplan.numbers is not None:
         complete = {p.name: p.parts[0].values for p in plans
                     if p.kind == "numeric" and p.kept and not p.n_missing}
         groups += find_leaks(tplan.numbers, complete)
     t = tokens.get(target)
     if t is not None:
-        groups += [(p.name,) for p in plans if p.kind == "categorical" and p.name in tokens
+        groups += [((p.name,), "equals {t}") for p in plans
+                   if p.kind == "categorical" and p.name in tokens
                    and tokens[p.name].values == t.values
                    and np.array_equal(tokens[p.name].codes, t.codes)]
     notes: dict[str, str] = {}
-    for group in groups:
+    for group, relation in groups:
         declared = all(c in num or c in cat for c in group)
         names = " + ".join(repr(c) for c in group)
-        verb = "equals" if len(group) == 1 else "sum to"
         if not declared:
             it = "it" if len(group) == 1 else "them"
             raise ValueError(
-                f"{path}: {names} {verb} the target {target!r} on every row, so the target "
-                f"leaks into the features; drop {it} (drop= / --drop {' '.join(group)}), or "
-                f"declare {it} numeric or categorical to keep {it}")
+                f"{path}: {names} {relation.format(t=f'the target {target!r}')} on every row "
+                f"(within float rounding), so the target leaks into the features; drop {it} "
+                f"(drop= / --drop {' '.join(group)}), or declare {it} numeric or categorical "
+                f"to keep {it}")
         for c in group:
-            notes[c] = f"kept as declared although {names} {verb} the target on every row"
+            notes[c] = (f"kept as declared although {names} "
+                        f"{relation.format(t='the target')} on every row")
     return notes
 
 

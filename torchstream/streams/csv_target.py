@@ -4,9 +4,16 @@ feature columns that would leak it.
 Rule (when the task is not declared): labels that are all strings (``"yes"``, ``"True"``) are a
 classification; numbers that are all integers are a classification with at most
 ``max_classes`` (20) distinct values and a regression with more; numbers with fractions are a
-regression. Values that disagree with the rule are an error with the counts: numbers mixed with
-strings (one ``abc`` among 0 / 1), or a few non-integers (at most 5 % of the rows) among integer
-class labels (one ``0.5`` among 0 / 1). A missing or non-finite target is an error.
+regression (numbers written with separators, ``"12,345.6"`` or ``"3,14"``, are numbers as for
+a feature: :func:`~torchstream.streams.csv_columns.read_separated`). Values that disagree with
+the rule are an error with the counts: numbers mixed with strings (one ``abc`` among 0 / 1), or
+a few non-integers (at most 5 % of the rows) among integer class labels (one ``0.5`` among
+0 / 1). A missing or non-finite target is an error.
+
+Leaks (:func:`find_leaks`): a complete numeric feature that is an affine copy of a numeric
+target (``x = a * y + b`` with ``a != 0``; ``a = 1, b = 0``: equal), or two that sum to it, on
+every row within float tolerance (a relative ``1e-6`` of the magnitudes: ``0.1 + 0.2`` is
+``0.3``, and a copy written with 7 significant digits is a copy).
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ import torch
 
 from torchstream.schema import match_key
 from torchstream.streams.base import Task
-from torchstream.streams.csv_columns import Tokens, Where, plural, shown
+from torchstream.streams.csv_columns import Tokens, Where, plural, read_separated, shown
 
 __all__ = ["MAX_CLASSES", "TargetPlan", "find_leaks", "plan_target", "tokens_of_numbers"]
 
@@ -68,6 +75,8 @@ def plan_target(
     numbers = np.asarray(pd.to_numeric(np.array(tok.values, dtype=object), errors="coerce"),
                          dtype=np.float64)
     is_number = ~np.isnan(numbers)
+    numbers, is_number, separated = read_separated(tok, numbers, is_number, name=name,
+                                                   where=where, path=path)
     counts = tok.counts()
     if is_number.any() and not np.isfinite(numbers[is_number]).all():
         i = tok.first_row(is_number & ~np.isfinite(numbers))
@@ -98,6 +107,8 @@ def plan_target(
                 task, rule = "regression", "numbers with fractions: regression"
         else:
             rule = f"declared {task}"
+        if separated is not None:
+            rule += f"; {separated}"
         labels_of = [int(v) if v.is_integer() else float(v) for v in numbers.tolist()]
         return _encode(name, tok, task, rule, declared, labels_of, numbers)
     if task == "regression":
@@ -150,31 +161,91 @@ def _encode(
                       counts, values)
 
 
+#: Relative tolerance of the leak rules: the numbers of a text file carry about 7 significant
+#: digits or more, so a copy (or a sum) written with fewer is still found.
+LEAK_RTOL = 1e-6
+
+
 def find_leaks(
     target: np.ndarray, features: dict[str, np.ndarray], *, min_rows: int = 10
-) -> list[tuple[str, ...]]:
-    """Complete numeric features equal to the target on every row, and pairs of them that sum
-    to it on every row (exact float equality), for ``min_rows`` rows or more."""
-    if len(target) < min_rows:
+) -> list[tuple[tuple[str, ...], str]]:
+    """Complete numeric features that leak the target on every row, within float tolerance
+    (:data:`LEAK_RTOL`), for ``min_rows`` rows or more: affine copies ``x = a * y + b``
+    (``a != 0``; for a target of two values only from ``5 * min_rows`` rows, where a column
+    that merely matches the two labels is rare by chance), and pairs that sum to the target.
+    Returns each group of column names with its relation to the target, a format string whose
+    ``{t}`` is the target (``"equals {t}"``, ``"equals 2 * {t} + 1"``, ``"sum to {t}"``).
+
+    >>> y = np.arange(12.0)
+    >>> a = y % 5 + 0.1
+    >>> find_leaks(y, {"a": a, "b": y - a, "c": 2 * y + 1, "d": y % 3})
+    [(('c',), 'equals 2 * {t} + 1'), (('a', 'b'), 'sum to {t}')]
+    """
+    n = len(target)
+    if n < min_rows:
         return []
     t = target.astype(np.float64) + 0.0  # -0.0 -> 0.0
-    head = min(len(t), 64)  # candidates agree on the first rows; the check is on every row
-    leaks: list[tuple[str, ...]] = []
-    by_head: dict[bytes, list[str]] = {}
-    for name, x in features.items():
-        if np.array_equal(x, t):
-            leaks.append((name,))
-        elif np.any(x):  # a column of zeros adds nothing to a sum
-            by_head.setdefault((x[:head] + 0.0).tobytes(), []).append(name)
-    seen: set[frozenset[str]] = set()
-    for a, x in features.items():
-        if (a,) in leaks or not np.any(x):
-            continue
-        for b in by_head.get((t[:head] - x[:head] + 0.0).tobytes(), []):
-            pair = frozenset((a, b))
-            if b == a or pair in seen:
-                continue
-            seen.add(pair)
-            if np.array_equal(t - x + 0.0, features[b] + 0.0):
-                leaks.append(tuple(n for n in features if n in pair))
+    leaks: list[tuple[tuple[str, ...], str]] = []
+    names = list(features)
+    distinct = len(np.unique(t))
+    affine_ok = distinct >= 3 or (distinct == 2 and n >= 5 * min_rows)
+    copies = set()
+    lo, hi = int(np.argmin(t)), int(np.argmax(t))
+    for name in names:
+        x = features[name].astype(np.float64)
+        if affine_ok and t[hi] != t[lo]:
+            a = (x[hi] - x[lo]) / (t[hi] - t[lo])
+            b = x[lo] - a * t[lo]
+            if a != 0 and _close(x, a * t + b, np.abs(x) + np.abs(a * t) + abs(b)):
+                copies.add(name)
+                leaks.append(((name,), _affine(a, b, float(np.abs(x).max()))))
+    leaks += _pairs(t, {k: v for k, v in features.items() if k not in copies})
     return leaks
+
+
+def _close(u: np.ndarray, v: np.ndarray, scale: np.ndarray) -> bool:
+    """``u`` and ``v`` agree on every row within :data:`LEAK_RTOL` of ``scale``."""
+    tiny = np.finfo(np.float64).tiny
+    return bool(np.all(np.abs(u - v) <= LEAK_RTOL * scale + tiny))
+
+
+def _affine(a: float, b: float, scale: float) -> str:
+    """``x = a * y + b`` in words: ``a`` and ``b`` to 6 digits, each 0 (or ``a`` 1) where it
+    is within the tolerance (``b`` relative to ``scale``, the column's largest magnitude)."""
+    a_r = 1.0 if abs(a - 1) <= LEAK_RTOL else float(f"{a:.6g}")
+    b_r = 0.0 if abs(b) <= LEAK_RTOL * scale else float(f"{b:.6g}")
+    if a_r == 1 and b_r == 0:
+        return "equals {t}"
+    scaled = "{t}" if a_r == 1 else "-{t}" if a_r == -1 else f"{a_r:g} * {{t}}"
+    return f"equals {scaled}" + ("" if b_r == 0 else f" {'+-'[b_r < 0]} {abs(b_r):g}")
+
+
+def _pairs(t: np.ndarray, features: dict[str, np.ndarray]) -> list[tuple[tuple[str, ...], str]]:
+    """Pairs of columns that sum to ``t`` on every row within tolerance. Candidates agree on
+    a random projection of the first rows (sorted, one search per column), then on every row."""
+    names = [k for k, x in features.items() if np.any(x)]  # a column of zeros adds nothing
+    if len(names) < 2:
+        return []
+    head = min(len(t), 64)
+    F = np.stack([features[k][:head].astype(np.float64) for k in names], 1)
+    w = np.random.default_rng(0).standard_normal(head)
+    proj, mag = w @ F, np.abs(w) @ np.abs(F)
+    t_proj, t_mag = float(w @ t[:head]), float(np.abs(w) @ np.abs(t[:head]))
+    order = np.argsort(proj, kind="stable")
+    ranked = proj[order]
+    slack = LEAK_RTOL * (t_mag + mag + mag.max()) + np.finfo(np.float64).tiny
+    found: list[tuple[tuple[str, ...], str]] = []
+    for i in range(len(names)):
+        need = t_proj - proj[i]
+        start = np.searchsorted(ranked, need - slack[i], side="left")
+        stop = np.searchsorted(ranked, need + slack[i], side="right")
+        for j in order[start:stop].tolist():
+            if j <= i:
+                continue
+            xa, xb = features[names[i]], features[names[j]]
+            if _close(xa[:head] + xb[:head], t[:head], np.abs(t[:head]) + np.abs(xa[:head])
+                      + np.abs(xb[:head])) and _close(xa + xb, t, np.abs(t) + np.abs(xa)
+                                                      + np.abs(xb)):
+                found.append(((names[i], names[j]), "sum to {t}"))
+    order_of = {k: n for n, k in enumerate(features)}
+    return [(tuple(sorted(g, key=order_of.__getitem__)), r) for g, r in found]
