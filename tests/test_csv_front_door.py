@@ -219,16 +219,16 @@ def test_numbers_with_separators_are_numbers_said_never_identifiers_or_categorie
 
 @pytest.mark.parametrize("values, message", [
     (['"1,234"', '"5,678"', "12"],
-     r"line 2, column 'a': '1,234' is 1234 with ',' separating thousands or 1.234 with ',' as "
-     r"the decimal mark, and no value of the column tells which"),
+     (r"line 2, column 'a': '1,234' is 1234 with ',' separating thousands or 1.234 with ',' as "
+      r"the decimal mark, and no value of the column tells which")),
     (['"12,345.6"', '"3,14"', "7"],
-     r"line 2, column 'a': numbers written with ',' both separating thousands and as the "
-     r"decimal mark \('12,345.6' and '3,14'\)"),
+     (r"line 2, column 'a': numbers written with ',' both separating thousands and as the "
+      r"decimal mark \('12,345.6' and '3,14'\)")),
     (['"3,14"', "2.5", "7"],
      r"line 2, column 'a': numbers written with ',' both .*beside numbers with a decimal point"),
     (['"3,14"', "abc", '"2,71"'],
-     r"line 3, column 'a': non-numeric value 'abc' in a numeric column — 2 numbers and 1 "
-     r"string"),
+     (r"line 3, column 'a': non-numeric value 'abc' in a numeric column — 2 numbers and 1 "
+      r"string")),
 ])
 def test_numbers_with_separators_that_cannot_be_read_one_way_are_errors(tmp_path, values,
                                                                          message):
@@ -320,8 +320,8 @@ def test_affine_copies_and_sums_within_float_rounding_leak(tmp_path):
     y = g.uniform(0, 100, 40).round(3)
     parts = g.uniform(0, 1, 40).round(3)
     cases = {
-        "double": (2 * y, r"'x' equals 2 \* the target 'y' on every row \(within float "
-                          r"rounding\).*--drop x"),
+        "double": (2 * y, (r"'x' equals 2 \* the target 'y' on every row \(within float "
+                           r"rounding\).*--drop x")),
         "affine": (-0.5 * y + 3, r"'x' equals -0.5 \* the target 'y' \+ 3 on every row"),
         "rounded": (np.array([float(f"{v:.7g}") for v in y * 1.0000001]),
                     r"'x' equals the target 'y' on every row"),

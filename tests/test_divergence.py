@@ -147,7 +147,8 @@ def test_a_poor_start_is_said_once_and_training_goes_on():
     X = torch.stack([ts, x1], 1)
     y = 1e6 * x1 + 1e5 * torch.randn(n, generator=g, dtype=torch.float64)
     model = OnlineLearner(mlp, n_features=2, task="regression", seed=0)
-    with pytest.warns(DivergenceWarning) as said:
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always", DivergenceWarning)
         for i in range(0, n, 4):
             model.learn(X[i : i + 4], y[i : i + 4])
     poor = [str(w.message) for w in said if "untrained" in str(w.message)]

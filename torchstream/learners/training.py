@@ -16,14 +16,13 @@ __all__ = [
     "binary_link",
     "build_optimizer",
     "grow_input_layer",
-    "input_capacity",
+    "grow_output_layer",
     "input_layer",
+    "mode_sensitive",
     "pad_inputs",
     "reserve_inputs",
-    "grow_output_layer",
-    "widened_state",
-    "mode_sensitive",
     "training_loss",
+    "widened_state",
 ]
 
 # Layers whose forward pass differs between train() and eval().
@@ -233,7 +232,7 @@ def input_layer(module: nn.Module) -> nn.Linear:
 @torch.no_grad()
 def grow_input_layer(
     module: nn.Module, n_features: int
-) -> tuple[nn.Parameter, nn.Parameter] | None:
+) -> tuple[torch.Tensor, nn.Parameter] | None:
     """Widen the input layer (:func:`input_layer`) to read ``n_features`` inputs: the new input
     columns start at zero weight, so the module's outputs are unchanged for any input and a
     new feature starts without influence.
@@ -257,7 +256,7 @@ def grow_input_layer(
     if n_features < layer.in_features:
         raise ValueError(f"cannot shrink the input layer from {layer.in_features} to {n_features}")
     capacity = layer.weight.shape[1]
-    grown = None
+    grown: tuple[torch.Tensor, nn.Parameter] | None = None
     if n_features > capacity:
         old = layer.weight
         grown = (old, _set_columns(layer, max(n_features, 2 * capacity)))
@@ -291,16 +290,10 @@ def pad_inputs(layer: nn.Module, args: tuple[Any, ...]) -> tuple[Any, ...] | Non
     """Forward pre-hook of an input layer with spare columns (:func:`grow_input_layer`): the
     inputs ``[..., d]`` padded with zeros to the weight's ``C`` columns."""
     x = args[0]
-    spare = layer.weight.shape[1] - x.shape[-1]
+    spare = layer.get_parameter("weight").shape[1] - x.shape[-1]
     if spare <= 0:
         return None
     return (F.pad(x, (0, spare)), *args[1:])
-
-
-def input_capacity(module: nn.Module) -> int:
-    """The columns of the input layer's weight (:func:`grow_input_layer`: ``in_features`` and
-    the spare columns)."""
-    return int(input_layer(module).weight.shape[1])
 
 
 @torch.no_grad()
