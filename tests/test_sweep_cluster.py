@@ -9,7 +9,8 @@ through a folder every node reaches.
 
 The tests start and stop the cluster themselves and skip, with the reason, where a mount
 namespace or Ray cannot be started (the processes they start are killed by their own process
-groups at the end)."""
+groups at the end). The driver is a fresh ``torchstream sweep`` process, as a user runs it: a
+process that has run a Ray of its own keeps that Ray's settings (token authentication)."""
 
 from __future__ import annotations
 
@@ -22,18 +23,17 @@ import socket
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from torchstream.cli.sweep import load_sweep, run_sweep
-
-ray = pytest.importorskip("ray")
+pytest.importorskip("ray")
 
 RAY = Path(sys.executable).with_name("ray")
+TORCHSTREAM = Path(sys.executable).with_name("torchstream")
 
 
 def _free_port() -> int:
@@ -49,12 +49,42 @@ class Cluster:
     far_id: str
     driver: Path  # the driver's folder, a tmpfs on the far node
     groups: dict[str, int]  # node -> process group of its `ray start` and daemons
+    env: dict[str, str]  # a driver's environment
 
     def kill(self, node: str) -> None:
         """SIGKILL every process of ``node`` (its raylet, its workers): the node is lost."""
         pgid = self.groups.pop(node, None)
         if pgid is not None:
             _killpg(pgid)
+
+    def sweep(self, config: Path,
+              on_line: Callable[[str, subprocess.Popen[str]], None] | None = None,
+              ) -> tuple[int, list[str]]:
+        """``torchstream sweep config`` in a fresh process; its exit status and output lines
+        (``on_line`` sees each as it comes)."""
+        proc = subprocess.Popen([str(TORCHSTREAM), "sweep", str(config)], env=self.env,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        lines = []
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line.rstrip("\n"))
+            if on_line is not None:
+                on_line(lines[-1], proc)
+        return proc.wait(timeout=300), lines
+
+    def python(self, code: str, *args: str) -> str:
+        """Run ``code`` in a fresh interpreter connected as a driver; its stdout."""
+        done = subprocess.run([sys.executable, "-c", code, *args], env=self.env, text=True,
+                              capture_output=True, timeout=300, check=False)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout
+
+
+def _killpg(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:  # the group is gone already
+        pass
 
 
 def _start(argv: list[str], env: dict[str, str], what: str) -> int:
@@ -74,17 +104,26 @@ def _start(argv: list[str], env: dict[str, str], what: str) -> int:
     return proc.pid
 
 
-def _killpg(pgid: int) -> None:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:  # the group is gone already
-        pass
+#: Run in a fresh driver: the node ids, and what the far node sees in the driver's folder.
+_PROBE = """
+import json, os, sys
+import ray
+ray.init(address=sys.argv[1], logging_level="ERROR", log_to_driver=False)
+nodes = [n for n in ray.nodes() if n["Alive"]]
+far = [n["NodeID"] for n in nodes if "far" in n["Resources"]]
+head = [n["NodeID"] for n in nodes if "far" not in n["Resources"]]
+strategy = ray.util.scheduling_strategies.NodeAffinitySchedulingStrategy(far[0], soft=False)
+listing = ray.remote(num_cpus=0)(lambda p: sorted(os.listdir(p)))
+seen = ray.get(listing.options(scheduling_strategy=strategy).remote(sys.argv[2]))
+print(json.dumps({"head": head, "far": far, "driver_node":
+                  ray.get_runtime_context().get_node_id(), "seen": seen}))
+"""
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    if shutil.which("unshare") is None or not RAY.exists():
-        pytest.skip("needs unshare(1) and Ray's `ray` command")
+    if shutil.which("unshare") is None or not RAY.exists() or not TORCHSTREAM.exists():
+        pytest.skip("needs unshare(1), Ray's `ray` and the `torchstream` command")
     probe = subprocess.run(["unshare", "--mount", "--propagation", "private", "true"],
                            check=False, capture_output=True, text=True)
     if probe.returncode != 0:
@@ -93,18 +132,17 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     driver = tmp_path_factory.mktemp("driver")
     (driver / "on-the-driver").write_text("only the driver sees this")
     port = _free_port()
-    # the nodes' own home and no token authentication (neither the user's Ray token file nor
-    # the RAY_AUTH_MODE an earlier ray.init of this process exported), fast detection of a
-    # lost node
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
-    env |= {"HOME": str(base / "home"), "RAY_AUTH_MODE": "disabled",
-            "RAY_health_check_period_ms": "500",
-            "RAY_health_check_timeout_ms": "1000", "RAY_health_check_failure_threshold": "2",
-            "RAY_health_check_initial_delay_ms": "0"}
+    # nodes and drivers without token authentication (neither the user's Ray token file nor
+    # the RAY_AUTH_MODE an earlier ray.init of this process exported); the nodes with their
+    # own home and a fast detection of a lost node
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    clean |= {"RAY_AUTH_MODE": "disabled", "PYTHONUNBUFFERED": "1"}
+    env = clean | {"HOME": str(base / "home"), "RAY_health_check_period_ms": "500",
+                   "RAY_health_check_timeout_ms": "1000",
+                   "RAY_health_check_failure_threshold": "2",
+                   "RAY_health_check_initial_delay_ms": "0"}
     (base / "home").mkdir()
     groups: dict[str, int] = {}
-    driver_env = pytest.MonkeyPatch()  # the driver (this process) connects as the nodes do
-    driver_env.setenv("RAY_AUTH_MODE", "disabled")
     try:
         groups["head"] = _start(
             [str(RAY), "start", "--head", "--port", str(port), "--num-cpus", "1",
@@ -118,27 +156,16 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
             ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh",
              str(driver), str(RAY), f"127.0.0.1:{port}", str(base / "far")],
             env, "the second Ray node")
-        ray.init(address=f"127.0.0.1:{port}", logging_level="ERROR", log_to_driver=False)
-        try:
-            nodes = [n for n in ray.nodes() if n["Alive"]]
-            far = [n["NodeID"] for n in nodes if "far" in n["Resources"]]
-            head = [n["NodeID"] for n in nodes if "far" not in n["Resources"]]
-            assert len(far) == 1 and len(head) == 1, nodes
-            assert ray.get_runtime_context().get_node_id() == head[0]  # the driver's node
-            strategy = ray.util.scheduling_strategies.NodeAffinitySchedulingStrategy(
-                far[0], soft=False)
-            listing = ray.remote(num_cpus=0)(lambda p: sorted(os.listdir(p)))  # by value
-            seen = ray.get(listing.options(scheduling_strategy=strategy).remote(str(driver)))
-            assert seen == []  # the far node sees an empty tmpfs where the driver has a file
-        finally:
-            ray.shutdown()
-        yield Cluster(f"127.0.0.1:{port}", head[0], far[0], driver, groups)
+        cluster = Cluster(f"127.0.0.1:{port}", "", "", driver, groups, clean)
+        seen = json.loads(cluster.python(_PROBE, cluster.address, str(driver)))
+        assert len(seen["far"]) == 1 and len(seen["head"]) == 1, seen
+        assert seen["driver_node"] == seen["head"][0]  # a driver on this machine joins the head
+        assert seen["seen"] == []  # the far node sees an empty tmpfs where the driver has a file
+        cluster.head_id, cluster.far_id = seen["head"][0], seen["far"][0]
+        yield cluster
     finally:
-        if ray.is_initialized():
-            ray.shutdown()
         for pgid in groups.values():
             _killpg(pgid)
-        driver_env.undo()
         shutil.rmtree(base, ignore_errors=True)
 
 
@@ -184,8 +211,9 @@ n_samples = 400
 batch_size = 8
 explain = "ipfi"
 """)
-    lines: list[str] = []
-    table = run_sweep(load_sweep(path), echo=lines.append)
+    status, lines = cluster.sweep(path)
+    assert status == 0, lines
+    table = pd.read_csv(out / "results.csv")
     assert table["status"].tolist() == ["ok", "ok"], table["error"].tolist()
     assert table["n_rows"].tolist() == [400, 400]
     infos = {run_id: _info(out, run_id) for run_id in table["run_id"]}
@@ -204,18 +232,33 @@ explain = "ipfi"
     assert any(re.search(r"^\[2/2, .*: ok, .*node .*GPU 0", line) for line in lines), lines
 
 
-@pytest.mark.parametrize("resources, message", [
-    ("gpus = 2", r"no node of the Ray cluster can hold a run that asks for 1 CPU, 2 GPUs"),
-    ('memory = "4TiB"', r"asks for 1 CPU, 4096\.0 GiB"),
-    ("custom = {tpu = 1}", r"1 tpu"),
-])
-def test_a_run_no_node_can_hold_is_an_error_before_any_run(tmp_path, cluster, resources,
-                                                          message):
-    out = tmp_path / "never"
-    path = _config(tmp_path, cluster, out, f"[resources]\n{resources}\n[run]\nn_samples = 50\n")
-    with pytest.raises(ValueError, match=message):
+_TRY = """
+import sys
+from torchstream.cli.sweep import load_sweep, run_sweep
+for path in sys.argv[1:]:
+    try:
         run_sweep(load_sweep(path), echo=lambda s: None)
-    assert not any(out.glob("*/result.json"))
+        print("no error")
+    except ValueError as e:
+        print(e)
+"""
+
+
+def test_a_run_no_node_can_hold_is_an_error_before_any_run(tmp_path, cluster):
+    cases = {"gpus = 2": r"no node of the Ray cluster can hold a run that asks for 1 CPU, 2 GPUs",
+             'memory = "4TiB"': r"asks for 1 CPU, 4096\.0 GiB",
+             "custom = {tpu = 1}": r"asks for 1 CPU, 1 tpu"}
+    paths = []
+    for i, resources in enumerate(cases):
+        (tmp_path / str(i)).mkdir()
+        paths.append(_config(tmp_path / str(i), cluster, tmp_path / f"never{i}",
+                             f"[resources]\n{resources}\n[run]\nn_samples = 50\n"))
+    said = cluster.python(_TRY, *map(str, paths)).splitlines()
+    assert len(said) == len(cases)
+    for line, message in zip(said, cases.values()):
+        assert re.search(message, line), line
+        assert "its nodes have: CPU 1" in line
+    assert not list(tmp_path.glob("never*/*/result.json"))
 
 
 def test_a_node_killed_mid_run_resumes_on_the_other_from_its_checkpoint(tmp_path, cluster):
@@ -231,11 +274,9 @@ n_samples = 2400
 batch_size = 4
 explain = "ipfi"
 """)
-    lines: list[str] = []
     on_far: set[str] = set()
 
-    def echo(line: str) -> None:
-        lines.append(line)
+    def echo(line: str, proc: subprocess.Popen[str]) -> None:
         started = re.match(r"\s+(\S+): started on node (\w+)", line)
         if started and cluster.far_id.startswith(started.group(2)):
             on_far.add(started.group(1))
@@ -243,11 +284,10 @@ explain = "ipfi"
         if kept and kept.group(1) in on_far:
             cluster.kill("far")
 
-    try:
-        table = run_sweep(load_sweep(path), echo=echo)
-    finally:
-        print(f"head {cluster.head_id}, far {cluster.far_id}", *lines, sep="\n")  # on failure
+    status, lines = cluster.sweep(path, echo)
+    assert status == 0, lines
     assert "far" not in cluster.groups, lines  # the far node was killed mid-run
+    table = pd.read_csv(out / "results.csv")
     assert table["status"].tolist() == ["ok", "ok"], table["error"].tolist()
     (killed,) = on_far
     info = _info(out, killed)
@@ -273,17 +313,18 @@ batch_size = 4
 explain = "ipfi"
 """)
 
-    def stop_at_first_checkpoint(line: str) -> None:
+    def ctrl_c_at_first_checkpoint(line: str, proc: subprocess.Popen[str]) -> None:
         if re.match(r"\s+\S+: checkpoint \d+ kept", line):
-            raise KeyboardInterrupt
+            proc.send_signal(signal.SIGINT)
 
-    with pytest.raises(KeyboardInterrupt):
-        run_sweep(load_sweep(path), echo=stop_at_first_checkpoint)
+    status, lines = cluster.sweep(path, ctrl_c_at_first_checkpoint)
+    assert status == 130, lines
     (run_dir,) = [p for p in out.iterdir() if p.is_dir()]
     assert (run_dir / "checkpoint.pt").is_file() and not (run_dir / "result.json").exists()
-    lines: list[str] = []
-    table = run_sweep(load_sweep(path), echo=lines.append)
+    status, lines = cluster.sweep(path)
+    assert status == 0, lines
     assert "1 resumed from their checkpoints" in lines[0]
+    table = pd.read_csv(out / "results.csv")
     assert table["status"].tolist() == ["ok"]
     info = _info(out, run_dir.name)
     assert info["resumed_at_row"] > 0 and info["resumed_at_row"] % (20 * 4) == 0
