@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from torchstream.cli import main
-from torchstream.cli.run import compile_lines, learner_options, make_explainers, run_parser
+from torchstream.cli.run import compile_lines, learner_options, make_explainers
+from torchstream.cli.run_args import run_parser
 from torchstream.learners.registry import make_learner
 from torchstream.streams import make_synthetic
 

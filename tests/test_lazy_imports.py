@@ -103,7 +103,8 @@ def _declared(path: Path) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
 def test_the_lazy_packages_are_the_expected_ones():
     assert set(_lazy_packages()) == {
         "torchstream", "torchstream.evaluate", "torchstream.explain", "torchstream.learners",
-        "torchstream.sinks", "torchstream.streams", "torchstream.drift",
+        "torchstream.sinks", "torchstream.streams", "torchstream.drift", "torchstream.models",
+        "torchstream.cli",
     }
 
 

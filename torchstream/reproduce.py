@@ -5,7 +5,6 @@ import warnings
 from torchstream.cli.reproduce import (
     PACKAGE,
     Comparison,
-    add_parser,
     available,
     load,
     missing_data,
@@ -18,7 +17,6 @@ from torchstream.cli.reproduce import (
 __all__ = [
     "PACKAGE",
     "Comparison",
-    "add_parser",
     "available",
     "load",
     "missing_data",

@@ -5,7 +5,6 @@ import warnings
 from torchstream.cli.sweep import (
     RunSpec,
     SweepConfig,
-    add_parser,
     check_runs,
     execute,
     load_sweep,
@@ -16,7 +15,6 @@ from torchstream.cli.sweep import (
 __all__ = [
     "RunSpec",
     "SweepConfig",
-    "add_parser",
     "check_runs",
     "execute",
     "load_sweep",

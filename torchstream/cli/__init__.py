@@ -6,25 +6,44 @@
 (:mod:`~torchstream.cli.sweep`); ``reproduce`` rebuilds a paper's result
 (:mod:`~torchstream.cli.reproduce`); ``report`` draws a run's drift report again
 (:mod:`~torchstream.cli.report`); ``list`` names the streams, model specs, learners and
-reproductions.
+reproductions (:mod:`~torchstream.cli.listing`).
+
+The parser is built from the commands' argument modules, which import nothing heavy; a
+command's module (and with it torch, river, matplotlib or TensorBoard) is imported only when
+that command runs (:data:`COMMANDS`), so ``torchstream --help`` starts at once.
 """
 
 from __future__ import annotations
 
 import argparse
 import difflib
-from collections.abc import Sequence
+import importlib
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
-from torchstream import streams
-from torchstream.cli import evaluate, report, reproduce, run, sweep
+from torchstream._lazy import lazy_names
 from torchstream.cli.errors import CommandError, guarded
 from torchstream.cli.interrupt import terminate_raises
 from torchstream.cli.parser import build_parser
-from torchstream.cli.stream_options import make_stream
-from torchstream.learners.registry import registered_learners
-from torchstream.models import available_specs
 
-__all__ = ["CommandError", "build_parser", "main", "make_stream"]
+if TYPE_CHECKING:
+    from torchstream.cli.stream_options import make_stream
+
+__all__ = ["COMMANDS", "CommandError", "build_parser", "main", "make_stream"]
+
+#: Each command's module and function, imported when the command runs.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "run": ("torchstream.cli.run", "run_command"),
+    "evaluate": ("torchstream.cli.evaluate", "evaluate"),
+    "sweep": ("torchstream.cli.sweep", "sweep_command"),
+    "reproduce": ("torchstream.cli.reproduce", "reproduce_command"),
+    "report": ("torchstream.cli.report", "report_command"),
+    "list": ("torchstream.cli.listing", "list_command"),
+}
+
+__getattr__, __dir__ = lazy_names(__name__, {
+    "torchstream.cli.stream_options": ("make_stream",),
+})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -56,22 +75,6 @@ def _unknown_options(parser: argparse.ArgumentParser, args: argparse.Namespace,
 
 
 def _dispatch(args: argparse.Namespace) -> int:
-    if args.command == "run":
-        return run.run_command(args)
-    if args.command == "evaluate":
-        return evaluate.evaluate(args)
-    if args.command == "sweep":
-        return sweep.sweep_command(args)
-    if args.command == "reproduce":
-        return reproduce.reproduce_command(args)
-    if args.command == "report":
-        return report.report_command(args)
-    return _list()
-
-
-def _list() -> int:
-    print("streams:", ", ".join(sorted(streams.SYNTHETIC)), "| a CSV path | river:<Dataset>")
-    print("models: ", ", ".join(available_specs()), "| a model spec TOML path")
-    print("other learners:", ", ".join(registered_learners()))
-    print("reproductions:", ", ".join(reproduce.available()), "| all (`torchstream reproduce`)")
-    return 0
+    module, name = COMMANDS[args.command]
+    command: Callable[[argparse.Namespace], int] = getattr(importlib.import_module(module), name)
+    return command(args)

@@ -11,6 +11,7 @@ from typing import Protocol
 
 from river import drift
 
+from torchstream.cli.names import DETECTORS, RUN_DETECTORS
 from torchstream.drift import ERICS, ErrorDetector
 from torchstream.drift.cdleeds import CDLEEDS, LocalChangeMonitor
 from torchstream.drift.pdp import PDPDriftDetector
@@ -20,10 +21,6 @@ from torchstream.streams.base import Stream
 
 __all__ = ["DETECTORS", "RUN_DETECTORS", "make_detectors", "parse_names", "river_detector"]
 
-#: river detectors of the error signal.
-DETECTORS = ("ddm", "eddm", "hddm_a", "hddm_w", "adwin", "page_hinkley", "kswin")
-#: What ``run --detect`` accepts: the river detectors, ``erics``, ``cdleeds`` and ``pdp``.
-RUN_DETECTORS = DETECTORS + ("erics", "cdleeds", "pdp")
 
 Detector = ErrorDetector | ERICS | LocalChangeMonitor | PDPDriftDetector
 

@@ -25,8 +25,7 @@ from torchstream.files import atomic_write
 from torchstream.sinks import TensorBoardSink
 from torchstream.viz.report import figure_pixels, report_figures
 
-__all__ = ["REPORT_JSON", "REPORT_MD", "ReportWriter", "add_parser", "report_command",
-           "write_report"]
+__all__ = ["REPORT_JSON", "REPORT_MD", "ReportWriter", "report_command", "write_report"]
 
 REPORT_JSON = "report.json"
 REPORT_MD = "report.md"
@@ -94,18 +93,6 @@ class ReportWriter:
                 self._figures[stem] = draw_figures(self.run_dir, report)
             figures[i] = self._figures[stem]
         write_report(self.run_dir, reports, figures)
-
-
-def add_parser(
-    sub: argparse._SubParsersAction[argparse.ArgumentParser],
-) -> argparse.ArgumentParser:
-    """Add ``torchstream report`` to the sub-commands ``sub``."""
-    p = sub.add_parser("report", help="draw a run's drift report again from its report.json",
-                       description="Write report.md and the figures in RUN_DIR/report/ from "
-                                   "RUN_DIR/report.json (written by `torchstream run --report`) "
-                                   "and print each report's summary.")
-    p.add_argument("run_dir", help="the run directory (run's --logdir)")
-    return p
 
 
 def _expected(hint: object) -> str:

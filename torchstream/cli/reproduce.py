@@ -13,20 +13,18 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import pkgutil
 import time
 from pathlib import Path
 from types import ModuleType
 
-from torchstream import reproductions
 from torchstream.cli.heartbeat import Heartbeat
+from torchstream.cli.reproduce_args import PACKAGE, available
 from torchstream.reproductions._comparison import Comparison, table
 from torchstream.streams import data_path
 
 __all__ = [
     "PACKAGE",
     "Comparison",
-    "add_parser",
     "available",
     "load",
     "missing_data",
@@ -35,18 +33,6 @@ __all__ = [
     "run",
     "table",
 ]
-
-#: The package whose modules are the reproductions.
-PACKAGE = reproductions.__name__
-
-
-
-def available() -> list[str]:
-    """The names of the reproductions: the public modules of :data:`PACKAGE`, sorted (listed
-    by the package's import machinery, without importing them)."""
-    return sorted(m.name for m in pkgutil.iter_modules(reproductions.__path__)
-                  if not m.name.startswith("_") and not m.ispkg)
-
 
 def load(name: str) -> ModuleType:
     """Import the reproduction ``torchstream.reproductions.<name>``; an unknown name, a module
@@ -90,14 +76,6 @@ def report(name: str, rows: list[Comparison], seconds: float, quick: bool) -> st
     mode = "--quick" if quick else "full"
     return (f"# Reproduction: {name}\n\n{doc}\n\nCommand: `torchstream reproduce {name}"
             f"{' --quick' if quick else ''}` ({mode} mode, {seconds:.0f} s)\n\n{table(rows)}\n")
-
-
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``torchstream reproduce`` to the sub-commands ``sub``."""
-    p = sub.add_parser("reproduce", help="rebuild a paper's result next to the published number")
-    p.add_argument("name", help="a reproduction name (`torchstream list` shows them), or 'all'")
-    p.add_argument("--quick", action="store_true", help="a short run (a minute or two on a CPU)")
-    p.add_argument("--out", help="directory of the markdown reports (default runs/reproduce)")
 
 
 def reproduce_command(args: argparse.Namespace) -> int:

@@ -69,8 +69,9 @@ from typing import Any
 import pandas as pd
 import torch
 
+from torchstream.cli.names import EXPLAINERS
 from torchstream.cli.outputs import Output, check_outputs, read_result_json
-from torchstream.cli.run import EXPLAINERS, run_parser
+from torchstream.cli.run_args import run_parser
 from torchstream.cli.sweep_jobs import CHECKPOINT, RESERVED_RUN, RUN_INFO, Job, RunSpec, execute
 from torchstream.cli.sweep_ray import Resources, parse_memory, ray_module, run_on_ray
 from torchstream.files import PathLock, atomic_write
@@ -85,7 +86,6 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 __all__ = [
     "RunSpec",
     "SweepConfig",
-    "add_parser",
     "check_runs",
     "execute",
     "load_sweep",
@@ -567,19 +567,6 @@ def _check_reachable(address: str, timeout: float = 5.0) -> None:
             pass
     except OSError as e:
         raise ValueError(f"the Ray address {address!r} does not answer ({e})") from None
-
-
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``torchstream sweep`` to the sub-commands ``sub``."""
-    p = sub.add_parser("sweep", help="run a grid of `torchstream run` jobs from a TOML config")
-    p.add_argument("config", help="sweep config (TOML)")
-    p.add_argument("--executor", choices=["local", "ray"],
-                   help="override the config's executor")
-    p.add_argument("--workers", type=int, help="override the config's number of workers")
-    p.add_argument("--out", help="override the config's output directory")
-    p.add_argument("--overwrite", action="store_true",
-                   help="replace an existing results.csv in the output directory that is not "
-                        "a sweep's results table (an input is never replaced)")
 
 
 def sweep_command(args: argparse.Namespace) -> int:

@@ -30,7 +30,8 @@ if TYPE_CHECKING:
     from typing_extensions import Self
 
 from torchstream.cli.errors import CommandInterrupted, guarded
-from torchstream.cli.run import run_command, run_parser
+from torchstream.cli.run import run_command
+from torchstream.cli.run_args import run_parser
 from torchstream.files import LOCK_NAME
 
 __all__ = ["CHECKPOINT", "RUN_INFO", "Job", "RunSpec", "SnapshotWatcher", "execute", "pack",

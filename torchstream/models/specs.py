@@ -47,6 +47,7 @@ from torchstream.models.autoencoder import Autoencoder
 from torchstream.models.mlp import MLP
 from torchstream.models.probit import Probit
 from torchstream.models.soft_tree import SoftDecisionTree
+from torchstream.models.spec_files import BUILTIN_SPECS, available_specs, spec_dirs
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -77,26 +78,6 @@ LEARNER_KEYS: tuple[str, ...] = ("optimizer", "lr", "loss", "weight_decay", "mom
 
 #: Values allowed for ``[learner] optimizer``.
 OPTIMIZERS: tuple[str, ...] = ("adam", "sgd", "adamw", "rmsprop")
-
-#: Built-in defaults, table by table as in the TOML files of ``models/`` (kept identical to them).
-BUILTIN_SPECS: dict[str, dict[str, dict[str, Any]]] = {
-    "mlp": {
-        "model": {"type": "mlp", "hidden": [64], "activation": "relu", "dropout": 0.0},
-        "learner": {"optimizer": "adam", "lr": 0.005, "loss": "auto"},
-    },
-    "probit": {
-        "model": {"type": "probit"},
-        "learner": {"optimizer": "adam", "lr": 0.01, "loss": "auto"},
-    },
-    "soft_tree": {
-        "model": {"type": "soft_tree", "depth": 4, "inverse_temperature": 1.0},
-        "learner": {"optimizer": "adam", "lr": 0.01, "loss": "auto"},
-    },
-    "autoencoder": {
-        "model": {"type": "autoencoder", "latent": 4, "hidden": [16], "activation": "relu"},
-        "learner": {"optimizer": "adam", "lr": 0.005, "loss": "mse"},
-    },
-}
 
 _BUILD_ARGS = ("self", "n_features", "n_outputs")
 _BUILTIN_SOURCE = "<built-in>"
@@ -238,25 +219,6 @@ class ModelSpec:
             raise ValueError(f"{where}: {err}") from err
         except TypeError as err:
             raise TypeError(f"{where}: {err}") from err
-
-
-def spec_dirs() -> list[Path]:
-    """Folders searched for ``<name>.toml``, in order (existing ones only)."""
-    dirs: list[Path] = []
-    env = os.environ.get("TORCHSTREAM_MODELS", "")
-    dirs.extend(Path(p).expanduser() for p in env.split(os.pathsep) if p)
-    root = Path(__file__).resolve().parents[2]
-    if (root / "pyproject.toml").is_file():  # a source tree, not site-packages
-        dirs.append(root / "models")
-    return [d for d in dirs if d.is_dir()]
-
-
-def available_specs() -> tuple[str, ...]:
-    """Names :func:`load_spec` accepts as a bare name (files found and built-ins), sorted."""
-    names = set(BUILTIN_SPECS)
-    for folder in spec_dirs():
-        names.update(p.stem for p in folder.glob("*.toml") if p.is_file())
-    return tuple(sorted(names))
 
 
 def _read(path: Path, name: str) -> ModelSpec:
