@@ -36,6 +36,7 @@ GUIDE = {
     "evaluation": "Evaluator",
     "tensorboard": "TensorBoardSink",
     "sweeps": "torchstream sweep",
+    "scaling": "run_data_parallel",
     "gpus": "compile=True",
     "trust": "--trust-checkpoint",
     "reproductions": "torchstream reproduce",
