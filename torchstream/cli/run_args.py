@@ -22,7 +22,7 @@ def add_parser(
     )
     add_stream_args(run)
     run.add_argument("--model", default="mlp",
-                     help="a model spec name in models/, a TOML path, a river model or dmt "
+                     help="a model spec name, a TOML path, a river model or dmt "
                           "(see `torchstream list`; default: %(default)s)")
     run.add_argument("--lr", type=float,
                      help="override the learning rate (model specs, dmt)")
