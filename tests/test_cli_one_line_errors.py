@@ -11,7 +11,7 @@ import time
 import pytest
 
 from torchstream.cli import main
-from torchstream.cli.run import EXPLAINERS
+from torchstream.cli.names import EXPLAINERS
 from torchstream.cli.sweep import MAX_RUNS, load_sweep
 
 
