@@ -1,7 +1,8 @@
 """The package stands on its own: ``python -m build`` makes a wheel and an sdist whose metadata
 ``twine check`` passes, and the wheel, installed into a fresh virtual environment outside the
 repository, runs ``torchstream run`` and every built-in model spec from an empty folder (the
-specs come from inside the package, not from the source tree's ``models/``).
+specs come from inside the package, not from the source tree's ``models/``), imports what the
+notebooks import, and says where a reproduction's missing data files go.
 
 The fresh environment gets its dependencies (torch, river, ...) from the project's environment
 through a ``.pth`` line, so nothing is downloaded: the wheel is installed with ``--no-deps
@@ -12,6 +13,7 @@ hook in the project's site-packages is not run). Needs the ``release`` extra (``
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
@@ -28,6 +30,18 @@ pytest.importorskip("build", reason="the release extra (build, twine) is not ins
 pytest.importorskip("twine", reason="the release extra (build, twine) is not installed")
 
 ROOT = Path(torchstream.__file__).resolve().parents[1]
+
+
+def _notebook_imports() -> list[str]:
+    """Every top-level import statement of the notebooks' code cells, once each, sorted."""
+    found: set[str] = set()
+    for notebook in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        for cell in json.loads(notebook.read_text(encoding="utf-8"))["cells"]:
+            if cell["cell_type"] == "code":
+                tree = ast.parse("".join(cell["source"]))
+                found.update(ast.unparse(node) for node in tree.body
+                             if isinstance(node, (ast.Import, ast.ImportFrom)))
+    return sorted(found)
 
 
 def _run(cmd: list[str], cwd: Path, env: dict[str, str] | None = None,
@@ -112,3 +126,25 @@ def test_the_wheel_runs_from_an_empty_folder(venv: tuple[Path, dict[str, str]], 
     result = json.loads((tmp_path / "result.json").read_text())
     assert result["n_rows"] == 300
     assert (tmp_path / "logs" / (model or "mlp")).is_dir()
+
+
+def test_the_notebooks_imports_come_from_the_wheel(venv: tuple[Path, dict[str, str]],
+                                                   tmp_path: Path) -> None:
+    env_dir, env = venv
+    imports = _notebook_imports()
+    assert any(line.startswith("from torchstream.") for line in imports)
+    code = "\n".join([*imports, "import torchstream.explain.ipfi as m", "print(m.__file__)"])
+    out = _run([str(env_dir / "bin" / "python"), "-c", code], cwd=tmp_path, env=env).stdout
+    assert Path(out.split()[-1]).is_relative_to(env_dir)
+
+
+def test_a_reproduction_without_its_data_says_where_to_put_it(
+        venv: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    env_dir, env = venv
+    empty = tmp_path / "data"
+    empty.mkdir()
+    done = _run([str(env_dir / "bin" / "torchstream"), "reproduce", "fires", "--quick"],
+                cwd=tmp_path, env={**env, "TORCHSTREAM_DATA": str(empty)}, check=False)
+    assert done.returncode == 2, done.stderr
+    assert "needs the data files ['spambase.csv']" in done.stderr
+    assert "$TORCHSTREAM_DATA" in done.stderr
