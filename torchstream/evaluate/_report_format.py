@@ -98,12 +98,14 @@ class Conditional(TypedDict):
     """The test of ``P(y|x)`` (classification): the calibration gap (accuracy less the model's
     mean confidence) before the alarm and right after it, the z statistic of its drop, and
     whether ``P(y|x)`` changed (the drop significant and at least the effect floor); over the
-    ``rows`` right after the alarm, the ``accuracy`` and the ``expected`` accuracy (the mean
+    ``rows`` right after the alarm, the ``accuracy`` (``accuracy_dropped``: below the before
+    window's by more than ``z`` standard errors) and the ``expected`` accuracy (the mean
     confidence plus the gap before)."""
 
     test: str
     rows: int
     accuracy: float
+    accuracy_dropped: bool
     expected: float
     gap_before: float
     gap_right_after: float
@@ -245,6 +247,8 @@ def summary(r: Report) -> str:
         out += (f"; P(y|x) changed: accuracy {_fmt(cond['accuracy'])} over the "
                 f"{cond['rows']:,} rows after it where the model's confidence predicts "
                 f"{_fmt(cond['expected'])}" if cond["changed"] else
+                f"; accuracy {_fmt(cond['accuracy'])} over the {cond['rows']:,} rows after it "
+                f"(the model's confidence fell with it)" if r["kind"] == "real" else
                 "; P(y|x) unchanged (accuracy as the model's confidence predicts)")
     out += cut
     partial = [f for features in r["where"]["partial"].values() for f in features]

@@ -84,7 +84,9 @@ The report's ``kind``, the first that applies:
 * ``"warm-up"``: the alarm came before one ``window`` of rows had passed (``row < window``):
   the model is new and still learning, so its changing reliance is not a drift of the data;
 * with the test of ``P(y|x)``: ``"real"`` when it changed, or when no input moved and the
-  metric dropped or some feature ``"lost"`` reliance (a concept that stops reading a feature);
+  metric dropped (over the rows right after the alarm, or over its ``window // 4`` first rows,
+  before the model adapts: ``conditional.accuracy_dropped``) or some feature ``"lost"``
+  reliance (a concept that stops reading a feature);
   ``"learning"`` when no input moved and the accuracy rose (``metric_improved``) or features
   only *gained* reliance (neither ``P(x)`` nor ``P(y|x)`` changed: the model is still
   converging on the same data); ``"virtual"`` when an input moved (a changed reliance then
@@ -815,7 +817,8 @@ class DriftReporter(PluginBase):
             kind = "warm-up"  # fewer than one window of rows before it: the model is new
         elif conditional is not None:  # classification: P(y|x) tested by the calibration gap
             lost = any(c["verdict"] == "lost" for c in changes)
-            if conditional["changed"] or not moved and (dropped or lost):
+            fell = dropped or conditional["accuracy_dropped"]
+            if conditional["changed"] or not moved and (fell or lost):
                 kind = "real"  # the same inputs are labelled otherwise than the model expects
             elif not moved and (improved or changed):
                 kind = "learning"  # better, or more reliance gained, on unchanged data
@@ -957,7 +960,10 @@ class DriftReporter(PluginBase):
         drop = g_b - g_f
         se = math.hypot(se_b, se_f)
         accuracy = sum(e["metric"] for e in right_after) / n_f
+        m_b, sm_b = self._metric(before)
+        m_f, sm_f = self._metric(right_after)
         return {"test": "calibration gap", "rows": n_f, "accuracy": accuracy,
+                "accuracy_dropped": bool(m_b - m_f > z * math.hypot(sm_b, sm_f)),
                 "expected": accuracy - g_f + g_b, "gap_before": g_b, "gap_right_after": g_f,
                 "z": drop / se if se > 0 else (math.inf if drop > 0 else 0.0),
                 "changed": bool(drop > z * se and drop >= self.min_conditional)}
