@@ -238,16 +238,21 @@ OnReport = Callable[["Report"], None]
 _DECILES = torch.linspace(0.1, 0.9, 9, dtype=torch.float64)
 
 
-def _column(entries: list[_Entry], cols: list[int]) -> torch.Tensor:
-    """The kept rows' values of a numeric feature (its value column; a nullable feature's
-    present values only)."""
+def _sample(entries: list[_Entry]) -> torch.Tensor:
+    """The rows a window kept for the distribution tests, ``[n, d]`` (``[0, 0]`` if none)."""
     rows = [r for e in entries for r in e["sample"]]
-    if not rows:
+    return torch.tensor(rows, dtype=torch.float64) if rows else torch.empty(0, 0,
+                                                                              dtype=torch.float64)
+
+
+def _column(sample: torch.Tensor, cols: list[int]) -> torch.Tensor:
+    """A numeric feature's values in a window's kept rows (its value column; a nullable
+    feature's present values only)."""
+    if sample.numel() == 0:
         return torch.empty(0, dtype=torch.float64)
-    t = torch.tensor(rows, dtype=torch.float64)
     if len(cols) == 2:  # value, missing indicator
-        t = t[t[:, cols[1]] == 0]
-    return t[:, cols[0]]
+        sample = sample[sample[:, cols[1]] == 0]
+    return sample[:, cols[0]]
 
 
 def _deciles(x: torch.Tensor) -> list[float]:
@@ -756,17 +761,18 @@ class DriftReporter(PluginBase):
                 partial[det].append(feature)
         flagged = {f for features in partial.values() for f in features}
         columns = self._columns
+        samples = (_sample(before), _sample(after))  # built once for every feature's test
         tested: dict[str, Distribution] = {}
         changes: list[Change] = []
         for k, explainer in enumerate(self.explainers):
             names = list(explainer.feature_names)
             groups = getattr(explainer, "groups", None)
             members = group_columns(getattr(groups, "members", None), len(names))
-            specs = {n: m for n, m in zip(names, members)}
+            specs = {n: list(m) for n, m in zip(names, members)}
             for feature in names:
                 if feature not in tested:
                     tested[feature] = self._distribution(feature, specs, before, after,
-                                                         len(names))
+                                                         samples, len(names))
             z = z_quantile(self.level, len(names))
             n_eff_b = max(1.0, n_b * float(explainer.alpha) / 2.0)
             n_eff_a = max(1.0, n_a * float(explainer.alpha) / 2.0)
@@ -894,15 +900,16 @@ class DriftReporter(PluginBase):
                                 0.0 if math.isnan(p["evidence"]) else -p["evidence"]))
         return out
 
-    def _distribution(self, feature: str, specs: Mapping[str, Sequence[int]],
-                      before: list[_Entry], after: list[_Entry], n_features: int
+    def _distribution(self, feature: str, specs: Mapping[str, list[int]],
+                      before: list[_Entry], after: list[_Entry],
+                      samples: tuple[torch.Tensor, torch.Tensor], n_features: int
                       ) -> Distribution:
         """The distribution test of one feature between the windows (see
         :class:`~torchstream.evaluate._report_stats.Distribution`): KS on the kept rows of a
         numeric column, chi-squared on the counts of a one-hot block (its columns' sums) or of
         a missing indicator."""
         columns = self._columns
-        spec = _group_spec(feature, {n: list(c) for n, c in specs.items()},
+        spec = _group_spec(feature, specs,
                            columns if len(columns) > max(max(c) for c in specs.values()) else None)
         cols = list(spec.columns)
         tests: list[tuple[str, float, float]] = []  # (test, statistic, p)
@@ -918,8 +925,8 @@ class DriftReporter(PluginBase):
             shares_b = [v / max(sum(cb), 1e-300) for v in cb]
             shares_a = [v / max(sum(ca), 1e-300) for v in ca]
         else:
-            xb = _column(before, cols)
-            xa = _column(after, cols)
+            xb = _column(samples[0], cols)
+            xa = _column(samples[1], cols)
             d, p = ks_test(xb, xa)
             tests.append(("ks", d, p))
             labels = [f"q{int(q * 100)}" for q in _DECILES.tolist()]
@@ -959,12 +966,11 @@ class DriftReporter(PluginBase):
             return None
         drop = g_b - g_f
         se = math.hypot(se_b, se_f)
-        accuracy = sum(e["metric"] for e in right_after) / n_f
         m_b, sm_b = self._metric(before)
         m_f, sm_f = self._metric(right_after)
-        return {"test": "calibration gap", "rows": n_f, "accuracy": accuracy,
+        return {"test": "calibration gap", "rows": n_f, "accuracy": m_f,
                 "accuracy_dropped": bool(m_b - m_f > z * math.hypot(sm_b, sm_f)),
-                "expected": accuracy - g_f + g_b, "gap_before": g_b, "gap_right_after": g_f,
+                "expected": m_f - g_f + g_b, "gap_before": g_b, "gap_right_after": g_f,
                 "z": drop / se if se > 0 else (math.inf if drop > 0 else 0.0),
                 "changed": bool(drop > z * se and drop >= self.min_conditional)}
 
