@@ -2,7 +2,7 @@
 
     python scripts/bench_report.py [--features 9] [--batch 25] [--batches 640]
 
-A :class:`~torchstream.evaluate.report.DriftReporter` records ``--batches`` batches of
+A :class:`~torchstream.report.reporter.DriftReporter` records ``--batches`` batches of
 ``--batch`` rows (an explainer with ``--features`` features whose importance is read every
 batch, a two-class model) with one known drift in the middle, window 2,000 and settle 6,000
 rows as in ``scripts/evaluate_drift_report.py``; printed: µs per recorded batch (with and
@@ -19,7 +19,7 @@ import time
 import torch
 
 from torchstream.evaluate.plugins import Batch
-from torchstream.evaluate.report import DriftReporter
+from torchstream.report.reporter import DriftReporter
 
 
 class _Explainer:

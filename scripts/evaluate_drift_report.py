@@ -116,7 +116,7 @@ import torch
 from torchstream import OnlineLearner, Prequential
 from torchstream.base import PluginBase
 from torchstream.drift import ERICS
-from torchstream.evaluate.report import DriftReporter, Report, json_safe
+from torchstream.report.reporter import DriftReporter, Report, json_safe
 from torchstream.explain.ipfi import IncrementalPFI
 from torchstream.models import MLP
 from torchstream.models.distributional import ProbitHead

@@ -29,7 +29,7 @@ from river import drift
 from torchstream import OnlineLearner, Prequential
 from torchstream.drift import ErrorDetector
 from torchstream.evaluate.plugins import Batch
-from torchstream.evaluate.report import DriftReporter
+from torchstream.report.reporter import DriftReporter
 from torchstream.explain.ipfi import IncrementalPFI
 from torchstream.models import MLP
 from torchstream.streams import from_numpy

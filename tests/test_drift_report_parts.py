@@ -19,11 +19,11 @@ import torch
 from torchstream import OnlineLearner, Prequential
 from torchstream.drift import ERICS
 from torchstream.drift.cdleeds import CDLEEDS, LocalChangeMonitor
-from torchstream.evaluate._report_format import from_json
-from torchstream.evaluate._report_pd import pd_curves, pd_grids
-from torchstream.evaluate._report_stats import curve_difference
+from torchstream.report.format import from_json
+from torchstream.report.pd import pd_curves, pd_grids
+from torchstream.report.stats import curve_difference
 from torchstream.evaluate.plugins import Batch
-from torchstream.evaluate.report import DriftReporter
+from torchstream.report.reporter import DriftReporter
 from torchstream.explain.ipdp import IncrementalPDP
 from torchstream.explain.ipfi import IncrementalPFI
 from torchstream.learners.scaling import RunningStandardizer

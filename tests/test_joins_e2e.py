@@ -23,7 +23,7 @@ from torchstream import OnlineLearner, Prequential
 from torchstream.cli import main
 from torchstream.cli import reproduce as cmd
 from torchstream.evaluate.plugins import Batch
-from torchstream.evaluate.report import DriftReporter
+from torchstream.report.reporter import DriftReporter
 from torchstream.explain import IncrementalPFI
 from torchstream.models import MLP
 from torchstream.sinks.base import escape_run_name

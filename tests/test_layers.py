@@ -9,9 +9,10 @@ layers below it, never a layer above::
     2 learners    torchstream.learners
     3 algorithms  torchstream.{explain, select, drift, trees}
     4 evaluate    torchstream.{evaluate, distributed}
-    5 sinks       torchstream.sinks
-    6 viz         torchstream.viz (every matplotlib figure)
-    7 face        torchstream.{cli, reproductions}, and the package's own ``__init__``, which
+    5 report      torchstream.report (the drift report: reads detectors and explainers)
+    6 sinks       torchstream.sinks
+    7 viz         torchstream.viz (every matplotlib figure)
+    8 face        torchstream.{cli, reproductions}, and the package's own ``__init__``, which
                   re-exports the public classes of several layers
 
 A deprecated module that only forwards to its new place (:data:`SHIMS`) counts as part of the
@@ -40,7 +41,8 @@ import torchstream
 PACKAGE = "torchstream"
 ROOT = Path(torchstream.__file__).parent
 
-LAYER_NAMES = ("data", "models", "learners", "algorithms", "evaluate", "sinks", "viz", "face")
+LAYER_NAMES = ("data", "models", "learners", "algorithms", "evaluate", "report", "sinks", "viz",
+               "face")
 
 #: The layer of every top-level module or subpackage of ``torchstream`` (its name after
 #: ``torchstream.``; ``""`` is the package's own ``__init__``).
@@ -53,6 +55,7 @@ LAYERS: dict[str, str] = {
     "explain": "algorithms", "select": "algorithms", "drift": "algorithms",
     "trees": "algorithms",
     "evaluate": "evaluate", "distributed": "evaluate",
+    "report": "report",
     "sinks": "sinks",
     "viz": "viz",
     "cli": "face", "reproductions": "face", "": "face",

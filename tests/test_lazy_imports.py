@@ -104,7 +104,7 @@ def test_the_lazy_packages_are_the_expected_ones():
     assert set(_lazy_packages()) == {
         "torchstream", "torchstream.evaluate", "torchstream.explain", "torchstream.learners",
         "torchstream.sinks", "torchstream.streams", "torchstream.drift", "torchstream.models",
-        "torchstream.cli",
+        "torchstream.cli", "torchstream.report",
     }
 
 

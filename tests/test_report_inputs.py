@@ -13,8 +13,8 @@ import torch
 from scipy import stats
 
 from torchstream import OnlineLearner, Prequential
-from torchstream.evaluate._report_stats import chi2_test, kept_rows, ks_test
-from torchstream.evaluate.report import DriftReporter
+from torchstream.report.stats import chi2_test, kept_rows, ks_test
+from torchstream.report.reporter import DriftReporter
 from torchstream.explain import IncrementalPFI
 from torchstream.models import MLP
 from torchstream.streams import from_numpy

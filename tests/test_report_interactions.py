@@ -24,9 +24,9 @@ import pytest
 import torch
 
 from torchstream import OnlineLearner, Prequential
-from torchstream.evaluate._report_format import from_json
+from torchstream.report.format import from_json
 from torchstream.evaluate.plugins import Batch
-from torchstream.evaluate.report import DriftReporter
+from torchstream.report.reporter import DriftReporter
 from torchstream.explain import IncrementalInteraction
 from torchstream.models import MLP
 from torchstream.streams import from_numpy

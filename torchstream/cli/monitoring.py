@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from torchstream.cli.detectors import RUN_DETECTORS, Detector, make_detectors, parse_names
 from torchstream.drift.pdp import PDPDriftDetector
-from torchstream.evaluate.report import DriftReporter
+from torchstream.report.reporter import DriftReporter
 from torchstream.explain.interaction import IncrementalInteraction
 from torchstream.explain.ipdp import IncrementalPDP
 from torchstream.explain.ipfi import IncrementalPFI

@@ -1,7 +1,7 @@
 """The drift report's files and ``torchstream report RUN_DIR``.
 
 ``torchstream run --report`` writes, in the run directory, ``report.json`` (``{"alarms":
-[...]}``, the reports of :class:`~torchstream.evaluate.report.DriftReporter`), ``report.md`` (the
+[...]}``, the reports of :class:`~torchstream.report.reporter.DriftReporter`), ``report.md`` (the
 same in words and tables, with the figures) and the figures in ``report/``; each report also
 goes to TensorBoard at its row (the text, tag ``drift_report``; the figures, tags
 ``drift_report/<figure>``). ``torchstream report RUN_DIR`` draws the figures and writes
@@ -19,8 +19,8 @@ from pathlib import Path
 
 from matplotlib.image import imsave
 
-from torchstream.evaluate._report_format import from_json, reports_to_json, to_markdown
-from torchstream.evaluate.report import Report
+from torchstream.report.format import from_json, reports_to_json, to_markdown
+from torchstream.report.reporter import Report
 from torchstream.files import atomic_write
 from torchstream.sinks import TensorBoardSink
 from torchstream.viz.report import figure_pixels, report_figures

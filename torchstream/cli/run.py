@@ -13,7 +13,7 @@ one importance per encoded column. The iPDP explains one encoded column.
 
 ``--detect`` adds drift detectors (river's on the 0/1 errors, ERICS, a detector on the iPDP's
 score: :mod:`~torchstream.cli.detectors`); ``--report`` a drift report at every alarm and known
-drift (:class:`~torchstream.evaluate.report.DriftReporter`; the files and TensorBoard entries:
+drift (:class:`~torchstream.report.reporter.DriftReporter`; the files and TensorBoard entries:
 :mod:`~torchstream.cli.report`).
 """
 

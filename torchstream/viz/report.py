@@ -1,4 +1,4 @@
-"""The figures of a drift report (:class:`~torchstream.evaluate.report.DriftReporter`): each
+"""The figures of a drift report (:class:`~torchstream.report.reporter.DriftReporter`): each
 explainer's importance before and after the alarm with the report's bounds, and the iPDP curves
 at the alarm and at the end of the after window."""
 
@@ -10,7 +10,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from torchstream.evaluate.report import Change, Curve, Report
+from torchstream.report.reporter import Change, Curve, Report
 from torchstream.viz._figure import agg_figure
 
 __all__ = ["figure_pixels", "plot_report_curve", "plot_report_importance", "plot_report_inputs",

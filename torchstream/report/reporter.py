@@ -144,7 +144,7 @@ from torchstream.base import PluginBase
 from torchstream.drift.cdleeds.detector import CDLEEDS
 from torchstream.drift.cdleeds.monitor import LocalChangeMonitor
 from torchstream.drift.erics import ERICS
-from torchstream.evaluate._report_format import (
+from torchstream.report.format import (
     Also,
     Change,
     Conditional,
@@ -158,8 +158,8 @@ from torchstream.evaluate._report_format import (
     summary,
     to_markdown,
 )
-from torchstream.evaluate._report_pd import PDCurve, pd_curves, pd_grids
-from torchstream.evaluate._report_stats import (
+from torchstream.report.pd import PDCurve, pd_curves, pd_grids
+from torchstream.report.stats import (
     Distribution,
     chi2_test,
     kept_rows,
@@ -327,7 +327,7 @@ class DriftReporter(PluginBase):
     pd_rows, pd_grid
         The PD curves of every feature without an iPDP in ``pdps`` are computed from the model
         at the alarm and at the end of the after window over the last ``pd_rows`` rows, at
-        ``pd_grid`` points (:mod:`~torchstream.evaluate._report_pd`): no cost per batch, one
+        ``pd_grid`` points (:mod:`~torchstream.report.pd`): no cost per batch, one
         batched model call at each end; ``pd_rows=0``: no such curves.
     min_effect
         A verdict also needs ``|after - before|`` of at least this share of the explainer's
@@ -905,7 +905,7 @@ class DriftReporter(PluginBase):
                       samples: tuple[torch.Tensor, torch.Tensor], n_features: int
                       ) -> Distribution:
         """The distribution test of one feature between the windows (see
-        :class:`~torchstream.evaluate._report_stats.Distribution`): KS on the kept rows of a
+        :class:`~torchstream.report.stats.Distribution`): KS on the kept rows of a
         numeric column, chi-squared on the counts of a one-hot block (its columns' sums) or of
         a missing indicator."""
         columns = self._columns

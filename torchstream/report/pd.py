@@ -1,5 +1,5 @@
 """Partial dependence curves of a model at one moment, over the recent rows of a stream (used by
-:mod:`torchstream.evaluate.report` for the curves at an alarm and at the end of its after
+:mod:`torchstream.report.reporter` for the curves at an alarm and at the end of its after
 window).
 
 For a feature ``S`` and grid points ``g_1..g_G`` the PD of the model ``f`` over rows ``x_1..x_n``

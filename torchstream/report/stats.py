@@ -1,5 +1,5 @@
 """The statistics of a drift report: importance intervals, input shifts, the distance between two
-PD curves and the recovery of the metric (used by :mod:`torchstream.evaluate.report`)."""
+PD curves and the recovery of the metric (used by :mod:`torchstream.report.reporter`)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The shape of a drift report and its renderings: the one-line summary, markdown and JSON
-(used by :mod:`torchstream.evaluate.report` and ``torchstream report``)."""
+(used by :mod:`torchstream.report.reporter` and ``torchstream report``)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TypedDict, cast
 
-from torchstream.evaluate._report_stats import Column, Distribution
+from torchstream.report.stats import Column, Distribution
 
 __all__ = ["Also", "Change", "Conditional", "Curve", "PairChange", "Region", "Report", "from_json",
            "json_safe", "nan_back", "summary", "to_markdown", "reports_to_json"]
