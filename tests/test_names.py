@@ -13,8 +13,9 @@ import pytest
 import torch
 
 import torchstream
+from torchstream import drift
 from torchstream._deprecation import renamed
-from torchstream.drift import CDLEEDS, ERICS, corrected_alpha, corrected_significance
+from torchstream.drift import CDLEEDS, ERICS
 from torchstream.evaluate.strategies import DistributedKFold, get_strategy
 from torchstream.explain.ipdp import IncrementalPDP
 
@@ -39,131 +40,26 @@ def test_renamed_refuses_both_names():
         renamed("alpha", 0.05, "significance", 0.02, 0.01, "CDLEEDS")
 
 
-# ---------------------------------------------------------------------------- CDLEEDS
-def _feed(det: CDLEEDS) -> CDLEEDS:
-    """Two clusters; the output near (0.8, 0.8) jumps by 0.2 at step 150."""
-    g = torch.Generator().manual_seed(1)
-    centres = torch.tensor([[0.2, 0.2], [0.8, 0.8]], dtype=F64)
-    for t in range(300):
-        x = centres[t % 2] + 0.05 * torch.randn(1, 2, generator=g, dtype=F64)
-        out = torch.sigmoid(x.sum(1)) + (0.2 if t >= 150 and t % 2 else 0.0)
-        det.update(x, out)
-    return det
-
-
-def test_cdleeds_alpha_is_significance_with_a_warning():
-    with pytest.warns(DeprecationWarning, match="CDLEEDS: alpha is deprecated") as caught:
-        old = CDLEEDS(alpha=0.05, window=40, max_depth=3)
-    assert caught[0].filename == __file__  # the warning points at the caller
-    new = CDLEEDS(significance=0.05, window=40, max_depth=3)
-    assert old.significance == new.significance == 0.05
-    _feed(old), _feed(new)
-    assert old.alerts == new.alerts and len(new.alerts) > 0
-    assert old.n_rejections == new.n_rejections
-    torch.testing.assert_close(old.global_p_values, new.global_p_values, equal_nan=True)
-    params = old._get_params()
-    assert params["significance"] == 0.05 and params["alpha"] is None
-    assert params == new._get_params()
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # the clone uses the new name only
-        assert old.clone().significance == 0.05
-    with pytest.warns(DeprecationWarning, match="use significance"):
-        assert old.alpha == 0.05
-
-
-def test_cdleeds_reset_after_drift_is_reset_on_drift_with_a_warning():
-    with pytest.warns(DeprecationWarning, match="reset_after_drift is deprecated, use reset_on"):
-        old = CDLEEDS(reset_after_drift=True, window=40, max_depth=3)
-    new = CDLEEDS(reset_on_drift=True, window=40, max_depth=3)
-    assert old.reset_on_drift is True
-    _feed(old), _feed(new)
-    assert old.alerts == new.alerts and old.n_tests == new.n_tests
-    params = old._get_params()
-    assert params["reset_on_drift"] is True and params["reset_after_drift"] is None
-    with pytest.warns(DeprecationWarning, match="use reset_on_drift"):
-        assert old.reset_after_drift is True
-
-
+# ---------------------------------------------------------------------------- ERICS, CDLEEDS
 @pytest.mark.parametrize(
-    "kwargs",
-    [{"alpha": 0.05, "significance": 0.02}, {"reset_after_drift": True, "reset_on_drift": True}],
+    "cls, keyword",
+    [(CDLEEDS, "alpha"), (CDLEEDS, "reset_after_drift"), (ERICS, "clamp_alpha")],
 )
-def test_cdleeds_refuses_the_old_and_the_new_name(kwargs):
-    with pytest.raises(TypeError, match="got both"):
-        CDLEEDS(**kwargs)
-
-
-def test_cdleeds_loads_a_state_saved_under_the_old_setting_names():
-    det = _feed(CDLEEDS(significance=0.05, window=40, max_depth=3))
-    state = det.state_dict()
-    config = dict(state["config"])
-    config["alpha"] = config.pop("significance")
-    config["reset_after_drift"] = config.pop("reset_on_drift")
-    resumed = CDLEEDS(significance=0.05, window=40, max_depth=3)
-    resumed.load_state_dict({**state, "config": config})
-    assert resumed.alerts == det.alerts and resumed.n_leaves == det.n_leaves
-    other = CDLEEDS(significance=0.01, window=40, max_depth=3)
-    with pytest.raises(ValueError, match="significance=0.05"):
-        other.load_state_dict({**state, "config": config})
-
-
-def test_corrected_alpha_is_corrected_significance_with_a_warning():
-    assert corrected_significance(0.01, 8) == 0.01 * 9 / 16
-    with pytest.warns(DeprecationWarning, match="use corrected_significance"):
-        assert corrected_alpha(0.01, 8) == 0.01 * 9 / 16
-
-
-# ---------------------------------------------------------------------------- ERICS
-def _erics_run(erics: ERICS, steps: int = 400) -> ERICS:
-    """Parameter 0 of five moves its mean from 0 to 1 at step 100."""
-    mu = torch.zeros(5, dtype=F64)
-    for t in range(steps):
-        mu[0] = 1.0 if t >= 100 else 0.0
-        erics.update(mu, torch.ones(5, dtype=F64))
-    return erics
-
-
-@pytest.mark.parametrize("clamp", [True, False])
-def test_erics_clamp_alpha_is_clamp_threshold_with_a_warning(clamp):
-    with pytest.warns(DeprecationWarning, match="ERICS: clamp_alpha is deprecated, use clamp_thr"):
-        old = ERICS(beta=1.1e-3, reference_compat=True, clamp_alpha=clamp)
-    new = ERICS(beta=1.1e-3, reference_compat=True, clamp_threshold=clamp)
-    assert old.clamp_threshold is new.clamp_threshold is clamp
-    _erics_run(old, 1100), _erics_run(new, 1100)
-    assert list(old.threshold_trace) == list(new.threshold_trace)
-    assert old.alert_steps == new.alert_steps
-    # the decay factor 1 - beta * Delta turns negative at Delta > 1 / beta (about 909 steps
-    # after the last alert, before step 149): only the unclamped threshold goes below 0
-    assert (min(new.threshold_trace) >= 0.0) is clamp
-    params = old._get_params()
-    assert params["clamp_threshold"] is clamp and params["clamp_alpha"] is None
-    assert params == new._get_params()
-
-
-def test_erics_refuses_clamp_alpha_with_clamp_threshold():
-    with pytest.raises(TypeError, match="got both clamp_alpha=True and clamp_threshold=False"):
-        ERICS(clamp_alpha=True, clamp_threshold=False)
+def test_the_former_keywords_are_gone(cls, keyword):
+    with pytest.raises(TypeError, match=f"unexpected keyword argument '{keyword}'"):
+        cls(**{keyword: True})
 
 
 @pytest.mark.parametrize(
-    "old, new",
+    "obj, former",
     [
-        ("alpha", "threshold"),
-        ("partial_alpha", "partial_threshold"),
-        ("alpha_trace", "threshold_trace"),
-        ("clamp_alpha", "clamp_threshold"),
+        (ERICS(), "alpha"), (ERICS(), "partial_alpha"), (ERICS(), "alpha_trace"),
+        (ERICS(), "clamp_alpha"), (CDLEEDS(), "alpha"), (CDLEEDS(), "reset_after_drift"),
+        (drift, "corrected_alpha"),
     ],
 )
-def test_erics_old_attribute_names_warn_and_give_the_new_values(old, new):
-    erics = _erics_run(ERICS())
-    with pytest.warns(DeprecationWarning, match=f"ERICS: {old} is deprecated, use {new}"):
-        value = getattr(erics, old)
-    expected = getattr(erics, new)
-    if isinstance(expected, torch.Tensor):
-        torch.testing.assert_close(value, expected)
-    else:
-        assert value == expected
-    assert erics.threshold == erics.threshold_trace[-1]
+def test_the_former_attribute_names_are_gone(obj, former):
+    assert not hasattr(obj, former)
 
 
 # ---------------------------------------------------------------------------- iPDP

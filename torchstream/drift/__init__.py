@@ -13,7 +13,6 @@ if TYPE_CHECKING:
         CDLEEDS,
         LocalChange,
         LocalChangeMonitor,
-        corrected_alpha,
         corrected_significance,
         fisher_combine,
     )
@@ -30,14 +29,13 @@ __all__ = [
     "LocalChange",
     "LocalChangeMonitor",
     "PDPDriftDetector",
-    "corrected_alpha",
     "corrected_significance",
     "fisher_combine",
 ]
 
 __getattr__, __dir__ = lazy_names(__name__, {
     "torchstream.drift.cdleeds": (
-        "CDLEEDS", "LocalChange", "LocalChangeMonitor", "corrected_alpha",
+        "CDLEEDS", "LocalChange", "LocalChangeMonitor",
         "corrected_significance", "fisher_combine",
     ),
     "torchstream.drift.erics": ("ERICS",),

@@ -36,21 +36,15 @@ starting snapshot (the head's state when ERICS is built, or ``(mu_init, sigma_in
 ``MA`` and ``D`` are 0 before anything changes; the first step sets ``T = |D_0|``. Running
 sums make a step ``O(K)``.
 
-Three documented fixes of the published behaviour (spec of this package, §5.5, §5.8):
+Three departures from the published behaviour (spec of this package, §5.5, §5.8; the
+reasons are in the drift guide, ``docs/guide/drift.md``):
 
-* ``clamp_threshold`` (default on): ``T = max(T, 0)`` after the decay. The decay factor
-  ``1 - beta * Delta`` turns negative once ``Delta > 1 / beta``, which can make ``T`` a tiny
-  negative number and fire an alert on a perfectly constant signal.
+* ``clamp_threshold`` (default on): ``T = max(T, 0)`` after the decay (the factor
+  ``1 - beta * Delta`` is negative once ``Delta > 1 / beta``).
 * ``refractory`` (default ``W``): after a reported alert, alerts in the next ``refractory``
-  steps are not reported (the threshold still follows them). One jump of the distribution
-  otherwise gives an alert at every step (every second step in the reference code) while it is
-  inside the ``W`` window; with ``refractory = W`` it gives one.
+  steps are not reported (the threshold still follows them).
 * ``warm_up`` (default ``M + W``): alerts in the first ``warm_up`` steps are not reported (the
-  threshold still follows them). Until then the windows are not full, ``D_t`` compares ``MA_t``
-  with nothing, and the initial training of the head moves the distribution a lot: without a
-  warm-up a Probit head on SEA or Agrawal alerts at nearly every one of the first 60 batches
-  (the reference code at every second one; ``scripts/erics_false_alarms.py`` counts them). The
-  paper ignores the first 80 batches.
+  threshold still follows them).
 
 ``reference_compat=True`` reproduces the authors' code: ``M - 1`` pairs in the window (divisor
 still ``2M``), ``D_t = MA_t - MA_{t-W+1}`` over the available values (``D_0 = MA_0``, ``W >= 2``),
@@ -69,12 +63,9 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
-import warnings
-
 import numpy as np
 import torch
 
-from torchstream._deprecation import renamed
 from torchstream.base import PluginBase
 from torchstream.checkpoint import check_settings
 from torchstream.explain._groups import FeatureGroups, check_feature_groups
@@ -117,10 +108,6 @@ def r_statistic(mu: _Array, sigma: _Array, mu_prev: _Array, sigma_prev: _Array) 
     """``r_k - 1`` with ``r_k = (sigma_k^2 + (mu_prev_k - mu_k)^2) / sigma_prev_k^2``; summed
     over ``k`` and halved it equals the entropy change plus the KL divergence."""
     return (sigma * sigma + (mu_prev - mu) ** 2) / (sigma_prev * sigma_prev) - 1
-
-
-def _warn_renamed(old: str, new: str) -> None:
-    warnings.warn(DeprecationWarning(f"ERICS: {old} is deprecated, use {new}"), stacklevel=3)
 
 
 def _int_arg(value: Any, name: str, low: int) -> int:
@@ -169,12 +156,9 @@ class _Channel:
 
 
 class ERICS(PluginBase):
-    """ERICS drift detector on a stream of parameter-distribution snapshots ``(mu, sigma)``.
-
-    Feed one snapshot per step with :meth:`update` (raw tensors, or nothing to read the head's
-    ``param_stats()`` / ``feature_stats()``), or let ERICS train its head with :meth:`learn` /
-    :meth:`on_batch`. After each update :attr:`drift_detected` tells whether the step raised a
-    (reported) global alert and :attr:`partial_detected` which features drifted.
+    """ERICS drift detector on a stream of parameter-distribution snapshots ``(mu, sigma)``:
+    the global and partial tests of the module docstring, one step per :meth:`update` (or per
+    :meth:`learn` / :meth:`on_batch`, which train the head first).
 
     Parameters
     ----------
@@ -187,32 +171,28 @@ class ERICS(PluginBase):
     window_drift_detect
         ``W``, the detection window: ``D_t = MA_t - MA_{t-W}``. Default 50.
     beta
-        Threshold decay rate in ``[0, 1)`` (1e-4 for sudden drift; larger is more sensitive).
+        Threshold decay rate in ``[0, 1)``. Default 1e-4.
     pairs
         ``"paper"``: ``M`` pairs in the moving average; ``"reference"``: ``M - 1`` pairs (the
         authors' code). Default: ``"reference"`` with ``reference_compat``, else ``"paper"``.
     clamp_threshold
         Keep the threshold >= 0 (default: on, off with ``reference_compat``).
     warm_up
-        Alerts at steps ``< warm_up`` are not reported. Default (``None``): ``M + W``, the steps
-        until both windows are full; 0 with ``reference_compat``.
+        Alerts at steps ``< warm_up`` are not reported. Default (``None``): ``M + W``; 0 with
+        ``reference_compat``.
     refractory
         After a reported alert, alerts in the next ``refractory`` steps are not reported (per
-        feature for partial alerts). Default (``None``): ``W``, one report per jump of the
-        distribution; 0 with ``reference_compat``.
+        feature for partial alerts). Default (``None``): ``W``; 0 with ``reference_compat``.
     reference_compat
         Reproduce the reference implementation exactly (module docstring); ``warm_up`` and
         ``refractory`` then default to 0.
     partial
         Also run the per-feature (partial) test.
     mu_init, sigma_init
-        The initial snapshot without a head (numbers or tensors). Default ``(0, 1)``, the
-        standard-normal initialisation of the heads.
+        The initial snapshot without a head (numbers or tensors). Default ``(0, 1)``.
     history
         How many steps of the traces :attr:`ma_trace`, :attr:`drift_trace`,
         :attr:`threshold_trace` to keep (default: the last 10,000; ``None``: all).
-    clamp_alpha
-        Deprecated name of ``clamp_threshold`` (warns).
     feature_groups
         ``{feature name: column indices}`` over the partial test's ``J`` features (e.g.
         :meth:`torchstream.schema.Schema.feature_groups`), every column in exactly one group:
@@ -220,16 +200,14 @@ class ERICS(PluginBase):
         / :attr:`partial_detected` speak of the groups, the per-column results staying in
         :attr:`column_partial_alerts` / :attr:`column_partial_detected`. Needs ``partial``.
     scale_inputs
-        The head learns from inputs standardised with running statistics (updated with each
-        batch before it is used), as the online learners do; for raw inputs of very different
-        scales (default False: the inputs as given).
+        The head learns from inputs standardised with running statistics, updated with each
+        batch before it is used (default False: the inputs as given).
 
     Attributes
     ----------
     alerts
-        Rows of the reported global alerts: the last row of the alerting update (a raw
-        snapshot counts as ``rows`` rows, default 1, so there the row is the update count; with
-        :meth:`learn` a batch counts its rows; as a plug-in the rows are the stream's).
+        Rows of the reported global alerts: the last row of the alerting update (a snapshot
+        counts as ``rows`` rows, default 1; a batch given to :meth:`learn` as its rows).
     alert_steps
         Steps (0-based update counts) of the reported global alerts.
     partial_alerts
@@ -247,9 +225,6 @@ class ERICS(PluginBase):
         The same per feature ``[J]``.
     feature_partial_ma, feature_partial_drift_statistic, feature_partial_threshold
         The same per group ``[G]`` with ``feature_groups`` (else ``None``).
-    alpha, partial_alpha, alpha_trace, clamp_alpha
-        Deprecated names of ``threshold``, ``partial_threshold``, ``threshold_trace`` and
-        ``clamp_threshold`` (they warn).
 
     Examples
     --------
@@ -307,16 +282,9 @@ class ERICS(PluginBase):
         mu_init: float | torch.Tensor = 0.0,
         sigma_init: float | torch.Tensor = 1.0,
         history: int | None = 10_000,
-        clamp_alpha: bool | None = None,
         feature_groups: Mapping[str, Sequence[int]] | None = None,
         scale_inputs: bool = False,
     ) -> None:
-        clamp_threshold = renamed(
-            "clamp_alpha", clamp_alpha, "clamp_threshold", clamp_threshold, None, "ERICS"
-        )
-        params = self.__dict__.get("_params")
-        if params is not None:  # the new name is what _get_params() and clone() see
-            params.update(clamp_threshold=clamp_threshold, clamp_alpha=None)
         self.reference_compat = bool(reference_compat)
         if pairs is None:
             pairs = "reference" if self.reference_compat else "paper"
@@ -625,31 +593,6 @@ class ERICS(PluginBase):
     def trace_steps(self) -> range:
         """The steps of :attr:`ma_trace`, :attr:`drift_trace` and :attr:`threshold_trace`."""
         return range(self._trace_start, self._trace_start + len(self.ma_trace))
-
-    # ------------------------------------------------------------------ former names
-    @property
-    def alpha(self) -> float:
-        """Deprecated name of :attr:`threshold` (warns)."""
-        _warn_renamed("alpha", "threshold")
-        return self.threshold
-
-    @property
-    def partial_alpha(self) -> torch.Tensor | None:
-        """Deprecated name of :attr:`partial_threshold` (warns)."""
-        _warn_renamed("partial_alpha", "partial_threshold")
-        return self.partial_threshold
-
-    @property
-    def alpha_trace(self) -> deque[float]:
-        """Deprecated name of :attr:`threshold_trace` (warns)."""
-        _warn_renamed("alpha_trace", "threshold_trace")
-        return self.threshold_trace
-
-    @property
-    def clamp_alpha(self) -> bool:
-        """Deprecated name of :attr:`clamp_threshold` (warns)."""
-        _warn_renamed("clamp_alpha", "clamp_threshold")
-        return self.clamp_threshold
 
     # ------------------------------------------------------------------ plug-in
     def on_batch(self, batch: BatchView) -> dict[str, float]:

@@ -9,7 +9,6 @@
 from torchstream.drift.cdleeds.detector import (
     CDLEEDS,
     LocalChange,
-    corrected_alpha,
     corrected_significance,
     fisher_combine,
 )
@@ -20,7 +19,6 @@ __all__ = [
     "CDLEEDS",
     "LocalChange",
     "LocalChangeMonitor",
-    "corrected_alpha",
     "corrected_significance",
     "fisher_combine",
     "two_sample_t_test",

@@ -69,7 +69,6 @@ References
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -78,7 +77,6 @@ import numpy as np
 import torch
 from scipy.special import chdtrc
 
-from torchstream._deprecation import renamed
 from torchstream.base import Base
 from torchstream.checkpoint import check_settings
 from torchstream.drift.cdleeds.tree import Node, NodeTree
@@ -86,7 +84,6 @@ from torchstream.drift.cdleeds.tree import Node, NodeTree
 __all__ = [
     "CDLEEDS",
     "LocalChange",
-    "corrected_alpha",
     "corrected_significance",
     "fisher_combine",
 ]
@@ -97,15 +94,6 @@ def corrected_significance(significance: float, n_tests: int) -> float:
     if n_tests < 1:
         raise ValueError(f"n_tests must be >= 1, got {n_tests}")
     return significance * (n_tests + 1) / (2 * n_tests)
-
-
-def corrected_alpha(alpha: float, n_tests: int) -> float:
-    """Deprecated name of :func:`corrected_significance`."""
-    warnings.warn(
-        DeprecationWarning("corrected_alpha is deprecated, use corrected_significance"),
-        stacklevel=2,
-    )
-    return corrected_significance(alpha, n_tests)
 
 
 def fisher_combine(p_values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -176,10 +164,6 @@ def _integer(value: Any, name: str, low: int) -> int:
     return value
 
 
-#: Former names of the settings in a saved ``config`` and their current names.
-_OLD_CONFIG_KEYS = {"alpha": "significance", "reset_after_drift": "reset_on_drift"}
-
-
 class CDLEEDS(Base):
     """Local change and global drift detection from prediction-baseline differences.
 
@@ -216,10 +200,6 @@ class CDLEEDS(Base):
         detection: after a restart the leaves flag no local change until they hold 4 new rows.
     dtype, device
         Of the windows.
-    alpha
-        Deprecated name of ``significance`` (warns).
-    reset_after_drift
-        Deprecated name of ``reset_on_drift`` (warns).
 
     Attributes
     ----------
@@ -270,18 +250,7 @@ class CDLEEDS(Base):
         reset_on_drift: bool = False,
         dtype: torch.dtype = torch.float64,
         device: torch.device | str | None = None,
-        alpha: float | None = None,
-        reset_after_drift: bool | None = None,
     ) -> None:
-        significance = renamed("alpha", alpha, "significance", significance, 0.01, "CDLEEDS")
-        reset_on_drift = renamed(
-            "reset_after_drift", reset_after_drift, "reset_on_drift", reset_on_drift, False,
-            "CDLEEDS",
-        )
-        params = self.__dict__.get("_params")
-        if params is not None:  # the new names are what _get_params() and clone() see
-            params.update(significance=significance, reset_on_drift=reset_on_drift,
-                          alpha=None, reset_after_drift=None)
         self.gamma = _number(gamma, "gamma", 0.0, 1.0)
         self.significance = _number(significance, "significance", 0.0, 1.0)
         self.window = _integer(window, "window", 4)
@@ -308,22 +277,6 @@ class CDLEEDS(Base):
         self._restart = False  # restart the tests at the next update (reset_on_drift)
         self._monitored: torch.Tensor | None = None
         self._last_leaf: torch.Tensor | None = None  # leaf id per monitored row (-1: none)
-
-    @property
-    def alpha(self) -> float:
-        """Deprecated name of :attr:`significance` (warns)."""
-        warnings.warn(DeprecationWarning("CDLEEDS: alpha is deprecated, use significance"),
-                      stacklevel=2)
-        return self.significance
-
-    @property
-    def reset_after_drift(self) -> bool:
-        """Deprecated name of :attr:`reset_on_drift` (warns)."""
-        warnings.warn(
-            DeprecationWarning("CDLEEDS: reset_after_drift is deprecated, use reset_on_drift"),
-            stacklevel=2,
-        )
-        return self.reset_on_drift
 
     # ------------------------------------------------------------------ input
     def _inputs(self, X: Any, y_pred: Any, baseline_pred: Any) -> tuple[torch.Tensor, torch.Tensor]:
@@ -560,11 +513,7 @@ class CDLEEDS(Base):
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        config = dict(state["config"])
-        for old, new in _OLD_CONFIG_KEYS.items():  # states saved under the former names
-            if old in config and new not in config:
-                config[new] = config.pop(old)
-        check_settings(config, self._config(), "CDLEEDS", stored="has config")
+        check_settings(state["config"], self._config(), "CDLEEDS", stored="has config")
         tree = state["tree"]
         if tree is None:
             self.tree = None
