@@ -180,7 +180,7 @@ def test_registry_imports_nothing_above_the_learners_layer():
     ours = {m for m in imported if m.startswith("torchstream")}
     higher = ("torchstream.trees", "torchstream.explain", "torchstream.drift",
               "torchstream.select", "torchstream.evaluate", "torchstream.sinks",
-              "torchstream.cli", "torchstream.sweep", "torchstream.reproduc")
+              "torchstream.cli", "torchstream.reproductions")
     assert ours and not [m for m in ours if m.startswith(higher)], ours
 
 

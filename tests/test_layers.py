@@ -15,8 +15,7 @@ layers below it, never a layer above::
     8 face        torchstream.{cli, reproductions}, and the package's own ``__init__``, which
                   re-exports the public classes of several layers
 
-A deprecated module that only forwards to its new place (:data:`SHIMS`) counts as part of the
-package it forwards to. Besides the layers:
+Besides the layers:
 
 * the graph of subpackages (an edge ``a -> b`` when a module of ``a`` imports one of ``b``)
   has no cycle, not even between two subpackages of one layer;
@@ -28,8 +27,6 @@ from __future__ import annotations
 
 import ast
 import importlib
-import sys
-import warnings
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,17 +58,6 @@ LAYERS: dict[str, str] = {
     "cli": "face", "reproductions": "face", "": "face",
 }
 
-#: Deprecated modules that only re-export their new place: module -> the unit it belongs to.
-SHIMS: dict[str, str] = {
-    "torchstream.sweep": "cli",
-    "torchstream.reproduce": "cli",
-    "torchstream.sinks.plots": "viz",
-    "torchstream.sinks.evaluation_plots": "viz",
-    "torchstream.sinks.selection_plots": "viz",
-    "torchstream.sinks.local_plots": "viz",
-    "torchstream.trees.plot": "viz",
-}
-
 #: Optional dependencies: the only modules a function may import.
 OPTIONAL = frozenset({"ray", "sklearn", "sage", "tomllib", "tomli", "IPython", "selenium"})
 
@@ -99,9 +85,7 @@ def module_name(path: Path, root: Path = ROOT, package: str = PACKAGE) -> str:
 
 def unit_of(module: str) -> str:
     """The top-level module or subpackage a module belongs to (``""``: the package's
-    ``__init__``), a shim counting as part of the package it forwards to."""
-    if module in SHIMS:
-        return SHIMS[module]
+    ``__init__``)."""
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else ""
 
@@ -276,10 +260,9 @@ def test_the_check_finds_each_kind_of_breach(tmp_path):
         "models/mlp.py": "def f():\n    from torchstream.evaluate import runner\n",
         "evaluate/__init__.py": "",
         "evaluate/runner.py": "from ..models import mlp\n\ndef g():\n    import ray\n",
-        # a shim counts as part of viz: sinks -> viz -> sinks is no cycle, and no breach
+        # viz above sinks: no breach
         "sinks/__init__.py": "",
         "sinks/history.py": "",
-        "sinks/plots.py": "from torchstream.viz.history import plot\n",
         "viz/__init__.py": "",
         "viz/history.py": "from torchstream.sinks.history import *\n",
     })
@@ -302,25 +285,12 @@ def test_strongly_connected_components():
     assert strongly_connected({"a": {"b"}, "b": set()}) == []
 
 
-@pytest.mark.parametrize("old, new", [
-    ("torchstream.sweep", "torchstream.cli.sweep"),
-    ("torchstream.reproduce", "torchstream.cli.reproduce"),
-    ("torchstream.sinks.plots", "torchstream.viz.history"),
-    ("torchstream.sinks.evaluation_plots", "torchstream.viz.evaluation"),
-    ("torchstream.sinks.selection_plots", "torchstream.viz.selection"),
-    ("torchstream.sinks.local_plots", "torchstream.viz.local"),
-    ("torchstream.trees.plot", "torchstream.viz.tree"),
+@pytest.mark.parametrize("former", [
+    "torchstream.sweep", "torchstream.reproduce", "torchstream.sinks.plots",
+    "torchstream.sinks.evaluation_plots", "torchstream.sinks.selection_plots",
+    "torchstream.sinks.local_plots", "torchstream.trees.plot", "torchstream.trees.monitor",
 ])
-def test_deprecated_paths_warn_and_forward(old, new):
-    assert SHIMS[old] == unit_of(new)
-    sys.modules.pop(old, None)
-    with pytest.warns(DeprecationWarning, match=new.replace(".", r"\.")):
-        shim = importlib.import_module(old)
-    sys.modules.pop(old, None)  # the next import warns again
-    target = importlib.import_module(new)
-    assert shim.__all__ and set(shim.__all__) <= set(target.__all__)
-    for name in shim.__all__:
-        assert getattr(shim, name) is getattr(target, name)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        importlib.import_module(new)
+def test_no_forwarding_modules_are_left(former):
+    """Each module lives at one path: the former paths of moved modules are gone."""
+    with pytest.raises(ModuleNotFoundError, match=former.replace(".", r"\.")):
+        importlib.import_module(former)

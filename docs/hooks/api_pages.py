@@ -5,8 +5,7 @@ package's own modules (``reference/torchstream.md``). A page renders, with mkdoc
 names its package exports (``__all__``), then a section for every public module below it (its
 docstring, and the public names it defines that no package above it exports), so each public
 class, function and constant is rendered once, under the path users import it from. Private
-modules (a ``_`` in the path) are left out, and so are deprecated modules that only forward to
-their new place (their docstring starts with "Deprecated"). The "API reference" section of the
+modules (a ``_`` in the path) are left out. The "API reference" section of the
 navigation in ``mkdocs.yml`` orders the pages; a subpackage it does not name yet is added at its
 end (the guide's pages have no such help: one missing from the navigation fails the build).
 """
@@ -31,16 +30,12 @@ def _is_package(module: griffe.Module) -> bool:
     return module.is_package or module.is_subpackage
 
 
-def _deprecated(module: griffe.Module) -> bool:
-    return module.docstring is not None and module.docstring.value.startswith("Deprecated")
-
-
 def _modules(package: griffe.Module) -> list[griffe.Module]:
-    """The public, non-deprecated modules below ``package``, depth first, by name."""
+    """The public modules below ``package``, depth first, by name."""
     out = []
     for name in sorted(package.modules):
         module = package.modules[name]
-        if not _public(module) or _deprecated(module):
+        if not _public(module):
             continue
         out.append(module)
         if _is_package(module):
@@ -113,7 +108,7 @@ def page(package: griffe.Module, root: bool = False) -> str:
     exports = ["__version__"] if root else _exports(package, covered)
     parts = [f"# `{package.path}`\n", _block(package.path, exports, heading=False)]
     modules = [m for m in package.modules.values()
-               if not _is_package(m) and _public(m) and not _deprecated(m)] if root \
+               if not _is_package(m) and _public(m)] if root \
         else _modules(package)
     for module in sorted(modules, key=lambda m: m.path) if root else modules:
         members = _exports(module, covered) if _is_package(module) else []
@@ -129,7 +124,7 @@ def pages(source_root: Path) -> dict[str, str]:
     assert isinstance(package, griffe.Module)
     out = {f"reference/{PACKAGE}.md": page(package, root=True)}
     for name, sub in sorted(package.modules.items()):
-        if _is_package(sub) and _public(sub) and not _deprecated(sub):
+        if _is_package(sub) and _public(sub):
             out[f"reference/{name}.md"] = page(sub)
     return out
 
