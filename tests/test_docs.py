@@ -6,19 +6,27 @@ constraints.txt -e '.[docs]'``); skipped, saying so, without it."""
 
 from __future__ import annotations
 
+import html as html_lib
 import importlib.util
+import json
 import os
 import re
 import subprocess
 import sys
 import textwrap
+import types
 from pathlib import Path
 
 import pytest
 
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
 ROOT = Path(__file__).resolve().parents[1]
 MISSING = [m for m in ("mkdocs", "material", "mkdocstrings", "mkdocstrings_handlers.python",
-                       "griffe") if importlib.util.find_spec(m.split(".")[0]) is None]
+                       "griffe", "mkdocs_jupyter") if importlib.util.find_spec(m.split(".")[0]) is None]
 needs_docs = pytest.mark.skipif(
     bool(MISSING), reason=f"the docs extra is not installed (no {', '.join(MISSING)}): "
     "pip install -c constraints.txt -e '.[docs]'")
@@ -126,9 +134,14 @@ def test_the_reference_renders_every_public_class(site):
     assert len(public_classes) > 100
 
     def target(path: str) -> str:
+        """Where the object rendered under ``path`` is defined; an entry that is no member of
+        its parent (an attribute from a docstring's Attributes section) keeps its name."""
         obj: griffe.Object | griffe.Alias = package
-        for part in path.split(".")[1:]:
-            obj = obj.members[part]
+        parts = path.split(".")[1:]
+        for i, part in enumerate(parts):
+            if part not in obj.all_members:
+                return ".".join([obj.path, *parts[i:]])
+            obj = obj.all_members[part]
         return obj.final_target.path if isinstance(obj, griffe.Alias) else obj.path
 
     # every subpackage has a page, in the navigation (named in mkdocs.yml or added at the end)
@@ -184,3 +197,100 @@ def test_restructured_text_becomes_markdown():
         "Examples\n--------\n\n>>> 1 + 1\n2\n\nReferences\n----------\n[PFI] Someone (2023).")
     # a singular "Example" heading becomes "Examples"; a doctest under it gets no second one
     assert markdown("Example\n-------\n>>> 1\n1") == "Examples\n--------\n>>> 1\n1"
+
+
+# ------------------------------------------------------------------------------------ notebooks
+
+def _notebook(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _outputs(notebook: dict, mime: str) -> list[str]:
+    """Every output of ``mime`` in the notebook's code cells, as one string each; for
+    ``"text/plain"`` the outputs shown as text: printed text, and results with no richer form
+    (a table's HTML or a figure is shown instead of its text)."""
+    out = []
+    for cell in notebook["cells"]:
+        for output in cell.get("outputs", []):
+            data = output.get("data", {})
+            value = data.get(mime)
+            if mime == "text/plain":
+                value = output.get("text") if output.get("output_type") == "stream" else (
+                    value if set(data) == {"text/plain"} else None)
+            if value is not None:
+                out.append(value if isinstance(value, str) else "".join(value))
+    return out
+
+
+@needs_docs
+def test_every_notebook_is_a_page_with_its_saved_outputs(site):
+    notebooks = sorted((ROOT / "notebooks").glob("*.ipynb"))
+    assert len(notebooks) >= 7
+    nav = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    home = (site / "index.html").read_text(encoding="utf-8")
+    for path in notebooks:
+        notebook = _notebook(path)
+        assert f"notebooks/{path.name}" in nav, f"{path.name} is not in the navigation"
+        assert f'href="notebooks/{path.stem}/"' in home, path.name
+        html = (site / "notebooks" / path.stem / "index.html").read_text(encoding="utf-8")
+        # every saved figure is on the page, as saved (base64 of the PNG, line breaks aside)
+        figures = _outputs(notebook, "image/png")
+        assert figures, f"{path.name} has no figure"
+        images = re.findall(r'<img [^>]*src="data:image/png;base64,([^"]+)"', html)
+        assert len(images) == len(figures), path.name
+        assert [png.replace("\n", "") for png in figures] == images, path.name
+        # the first line of every output shown as text is on the page, and so is every table
+        for text in _outputs(notebook, "text/plain"):
+            first = text.strip().splitlines()[0] if text.strip() else ""
+            assert html_lib.escape(first, quote=False)[:80] in html, (path.name, first)
+        tables = _outputs(notebook, "text/html")
+        assert html.count("<table") >= sum(t.count("<table") for t in tables), path.name
+        # the markdown's title is the page's title, and the notebook itself is downloadable
+        title = next(c for c in notebook["cells"] if c["cell_type"] == "markdown")
+        heading = "".join(title["source"]).splitlines()[0].lstrip("# ").strip()
+        assert re.search(r"<h1[^>]*>" + re.escape(html_lib.escape(heading, quote=False)), html)
+        assert (site / "notebooks" / path.stem / path.name).read_bytes() == path.read_bytes()
+
+
+@needs_docs
+def test_the_notebook_hook_refuses_a_notebook_saved_without_its_outputs(tmp_path):
+    sys.path.insert(0, str(ROOT / "docs" / "hooks"))
+    try:
+        import notebooks as hook
+    finally:
+        sys.path.pop(0)
+    from mkdocs.exceptions import PluginError
+    from mkdocs.structure.files import Files
+
+    ran = {"cell_type": "code", "execution_count": 1, "source": "1", "outputs": []}
+    never = {"cell_type": "code", "execution_count": None, "source": "2", "outputs": []}
+    failed = {"cell_type": "code", "execution_count": 3, "source": "1/0",
+              "outputs": [{"output_type": "error", "ename": "ZeroDivisionError"}]}
+    text = {"cell_type": "markdown", "source": "# t"}
+    assert hook.unexecuted_cells({"cells": [text, ran]}) == []
+    assert hook.unexecuted_cells({"cells": [text, ran, never, failed]}) == [
+        "code cell 1: never run (no execution count)", "code cell 2: ended in an error"]
+
+    (tmp_path / "notebooks").mkdir()
+    config = types.SimpleNamespace(config_file_path=str(tmp_path / "mkdocs.yml"),
+                                   site_dir=str(tmp_path / "site"), use_directory_urls=True)
+    (tmp_path / "notebooks" / "good.ipynb").write_text(json.dumps({"cells": [text, ran]}))
+    files = hook.on_files(Files([]), config)
+    assert [f.src_uri for f in files] == ["notebooks/good.ipynb"]
+    assert files.src_uris["notebooks/good.ipynb"].abs_src_path == str(
+        tmp_path / "notebooks" / "good.ipynb")
+    (tmp_path / "notebooks" / "bad.ipynb").write_text(json.dumps({"cells": [text, never]}))
+    with pytest.raises(PluginError, match=r"notebooks/bad.ipynb is not saved executed.*code "
+                                          r"cell 0: never run"):
+        hook.on_files(Files([]), config)
+
+
+def test_the_docs_extra_is_pinned():
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))[
+        "project"]["optional-dependencies"]
+    pinned = {re.split(r"==", line)[0].strip().lower().replace("_", "-")
+              for line in (ROOT / "constraints.txt").read_text(encoding="utf-8").splitlines()
+              if "==" in line and not line.startswith("#")}
+    names = [re.split(r"[<>=!~;\[ ]", r)[0].lower().replace("_", "-") for r in extras["docs"]]
+    assert "mkdocs-jupyter" in names
+    assert not [n for n in names if n not in pinned], "pin the docs extra in constraints.txt"
