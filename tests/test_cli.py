@@ -10,7 +10,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from tensorboard.backend.event_processing.event_multiplexer import EventMultiplexer
 
 from torchstream.cli import main
-from torchstream.cli.reproduce_args import available
+from torchstream.reproductions import available
 from torchstream.streams import data_path
 
 

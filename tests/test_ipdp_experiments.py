@@ -1,4 +1,4 @@
-"""The building blocks of the iPDP drift experiments (``scripts/reproduce_ipdp.py``): the
+"""The building blocks of the iPDP drift experiments (``torchstream reproduce ipdp``): the
 concepts' own PDs, the batch PDP, and the Thm 3.1 reference of the iPDP under a model change."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from torchstream.cli.reproduce import load
+from torchstream.reproductions import load
 from torchstream.streams import Agrawal
 
 

@@ -21,7 +21,7 @@ from tensorboard.backend.event_processing.event_multiplexer import EventMultiple
 
 from torchstream import OnlineLearner, Prequential
 from torchstream.cli import main
-from torchstream.cli import reproduce as cmd
+from torchstream.reproductions import _runner
 from torchstream.evaluate.plugins import Batch
 from torchstream.report.reporter import DriftReporter
 from torchstream.explain import IncrementalPFI
@@ -253,11 +253,11 @@ def test_reproduce_names_its_own_extra_and_says_it_runs(monkeypatch, capsys):
     real = importlib.import_module
 
     def no_sklearn(name, *args, **kwargs):
-        if name == f"{cmd.PACKAGE}.ipdp":
+        if name == "torchstream.reproductions.ipdp":
             raise ModuleNotFoundError("No module named 'sklearn'", name="sklearn")
         return real(name, *args, **kwargs)
 
-    monkeypatch.setattr(cmd.importlib, "import_module", no_sklearn)
+    monkeypatch.setattr(_runner.importlib, "import_module", no_sklearn)
     with pytest.raises(SystemExit, match=r"pip install 'torchstream\[reproduce\]'"):
         main(["reproduce", "ipdp", "--quick"])
     assert "reproduce ipdp --quick: running" in capsys.readouterr().out

@@ -1,5 +1,6 @@
 """Every reproduction runs in --quick mode and agrees with the paper within its stated
-tolerance (the tolerances are justified in each script); the command writes its report."""
+tolerance (the tolerances are justified in each module); the command writes its report; the
+command and :func:`torchstream.reproductions.run` are the only ways in."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 
 from torchstream import reproductions
 from torchstream.cli import main
-from torchstream.cli.reproduce import Comparison, available, load, missing_data, run, table
+from torchstream.reproductions import Comparison, available, load, missing_data, run, table
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -23,7 +24,7 @@ else:  # pragma: no cover - Python 3.10
 def test_quick_reproduction_within_tolerance(name):
     if missing_data(name):
         pytest.skip(f"shared data {missing_data(name)} not on this machine")
-    rows, _ = run(name, quick=True)
+    rows = run(name, quick=True)
     assert rows and all(isinstance(r, Comparison) for r in rows)
     checked = [r for r in rows if r.tolerance is not None]
     assert checked, f"{name}: no number is checked against the paper"
@@ -67,26 +68,30 @@ def test_reproductions_are_modules_of_the_package():
 def test_reproductions_are_found_through_the_package_path(tmp_path, monkeypatch):
     (tmp_path / "toy.py").write_text(
         "from torchstream.reproductions._comparison import Comparison\nDATA = ()\n"
-        "def reproduce(quick):\n    return [Comparison('m', 1.0, 1.0, 0.0)]\n")
+        "def reproduce(quick, scale=1.0):\n"
+        "    return [Comparison('m', scale * (2.0 if quick else 1.0), 2.0, 0.0)]\n")
     (tmp_path / "_helper.py").write_text("")
     monkeypatch.setattr(reproductions, "__path__", [str(tmp_path)])
     try:
         assert available() == ["toy"]  # what the package holds, wherever it is installed
-        rows, _ = run("toy", quick=True)
-        assert [r.within for r in rows] == [True]
+        assert [r.within for r in run("toy", quick=True)] == [True]
+        assert [r.ours for r in run("toy", quick=False, scale=3.0)] == [3.0]  # options pass
+        with pytest.raises(TypeError, match="scale2"):
+            run("toy", quick=True, scale2=1.0)
     finally:
         sys.modules.pop("torchstream.reproductions.toy", None)
 
 
-def test_scripts_are_wrappers_of_the_package_modules():
+def test_the_command_and_run_are_the_only_entries():
+    """No ``main()``, no ``python -m`` block in the reproductions, no wrapper scripts."""
+    package = Path(reproductions.__file__).parent
+    for path in sorted(package.glob("*.py")):
+        tree = ast.parse(path.read_text())
+        functions = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+        assert "main" not in functions, path.name
+        assert "__main__" not in path.read_text(), path.name
     scripts = Path(__file__).resolve().parents[1] / "scripts"
-    wrappers = sorted(p.stem.removeprefix("reproduce_") for p in scripts.glob("reproduce_*.py"))
-    assert wrappers == available()
-    for name in wrappers:
-        tree = ast.parse((scripts / f"reproduce_{name}.py").read_text())
-        imports = [n for n in tree.body if isinstance(n, ast.ImportFrom)]
-        assert [(n.module, [a.name for a in n.names]) for n in imports] == [
-            (f"torchstream.reproductions.{name}", ["main"])]
+    assert not list(scripts.glob("reproduce_*.py"))
 
 
 def test_package_discovery_includes_the_reproductions():

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from torchstream.cli.reproduce import load
+from torchstream.reproductions import load
 
 
 def test_erics_measures_hand_computed():

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import argparse
 
-from torchstream.cli.reproduce_args import available
 from torchstream.models.spec_files import available_specs
+from torchstream.reproductions import available
 
 __all__ = ["LEARNERS", "STREAMS", "list_command"]
 

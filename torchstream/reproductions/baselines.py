@@ -5,7 +5,7 @@ Protocol (paper §3-§4, with the documented choices of this package): features 
 (categoricals of Adult as integer codes, then standardised), 80/20 train/test split (seed 42);
 a small MLP (one hidden layer of 64 ReLU units, sigmoid output; Adam, lr 4e-3, batch 64); each
 baseline learns from the training rows through its streaming ``update``; stochastic baselines
-average the attributions over ``--draws`` draws (the paper: 10); KernelSHAP uses 100 coalitions
+average the attributions over ``draws`` draws (the paper: 10); KernelSHAP uses 100 coalitions
 per row. The ablation masks each correctly classified test row's top-K features (K = 0, 10 %,
 ..., 100 %) by |attribution| with the column means and records F1; the table shows the mean F1
 over K (lower: more discriminative attributions) and the random-ablation reference.
@@ -22,15 +22,12 @@ paper's data sets (reported only). Quick mode: Spambase, IG and DeepLift, 100 te
 epochs, 5 draws (about half a minute); full mode: both data sets, the three methods, 400 test
 rows (KernelSHAP 200), 30 epochs, 10 draws.
 
-Usage::
-
-    python -m torchstream.reproductions.baselines --quick
-    python -m torchstream.reproductions.baselines
+Usage: ``torchstream reproduce baselines [--quick]``; from Python,
+``run("baselines", quick=True, seed=1, draws=10)`` (:func:`torchstream.reproductions.run`).
 """
 
 from __future__ import annotations
 
-import argparse
 import time
 from collections.abc import Callable
 
@@ -47,7 +44,7 @@ from torchstream.explain.baselines import (
     UniformBaseline,
 )
 from torchstream.explain.local import LocalExplainer
-from torchstream.reproductions._comparison import Comparison, table
+from torchstream.reproductions._comparison import Comparison
 from torchstream.reproductions._data import coded_table
 
 #: Shared data files this reproduction reads.
@@ -204,32 +201,17 @@ def comparisons(results: dict[str, dict[tuple[str, str], tuple]]) -> list[Compar
 
 
 def reproduce(
-    quick: bool = True, seed: int = 0, echo: Callable[[str], None] | None = None
+    quick: bool = True,
+    seed: int = 0,
+    echo: Callable[[str], None] | None = None,
+    *,
+    draws: int | None = None,
 ) -> list[Comparison]:
-    """Ablation areas of the seven baselines and the paper's ordering (see the module doc)."""
+    """Ablation areas of the seven baselines and the paper's ordering (see the module doc);
+    ``draws`` of the stochastic baselines replaces the mode's (5 quick, 10 full)."""
     torch.set_num_threads(1)
     cfg = settings(quick)
+    if draws is not None:
+        cfg["draws"] = draws
     results = {name: ablation_areas(name, cfg, seed, echo) for name in cfg["datasets"]}
     return comparisons(results)
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--draws", type=int, default=None, help="draws of stochastic baselines")
-    args = parser.parse_args()
-    torch.set_num_threads(1)
-    cfg = settings(args.quick)
-    if args.draws is not None:
-        cfg["draws"] = args.draws
-    results = {name: ablation_areas(name, cfg, args.seed, print) for name in cfg["datasets"]}
-    print(
-        "\npaper (figures, no table): expectation and Gaussian generally best; maximum "
-        "distance and uniform often no better than random ablation; constant ~ blurred."
-    )
-    print(table(comparisons(results)))
-
-
-if __name__ == "__main__":
-    main()

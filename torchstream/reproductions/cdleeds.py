@@ -10,8 +10,8 @@ codes), all features min-max scaled to [0, 1]. Three drifts at 1/4, 1/2 and 3/4 
 (the paper does not give its drift positions or counts).
 
 Model: river's Hoeffding tree with adaptive naive-Bayes leaves (the paper: scikit-multiflow's, in
-its default configuration), tested and then trained on each batch of ``--batch`` rows; or
-(``--model logistic``) an online logistic regression (SGD, one step per batch). CDLEEDS monitors
+its default configuration), tested and then trained on each batch of ``batch`` rows; or
+(``model="logistic"``) an online logistic regression (SGD, one step per batch). CDLEEDS monitors
 the predicted probability of class 1 minus the model's output at the EWMA of the inputs
 (beta = 0.001), with the paper's hyperparameters (gamma 0.95, significance 0.01, windows of 200,
 max_age 100, max_depth 5). Two CDLEEDS read the same model outputs:
@@ -46,19 +46,16 @@ windows; alerts in the first 1000 observations are ignored. Recomputation: 100 m
 (drawn after the first 1000), recomputed per the CDLEEDS rule; the saving is the share of
 (rows x steps) not recomputed.
 
-Usage::
-
-    python -m torchstream.reproductions.cdleeds --quick   # short streams, with the baselines
-    python -m torchstream.reproductions.cdleeds           # longer streams
-    torchstream reproduce cdleeds --quick                 # the checked comparisons (~75 s)
+Usage: ``torchstream reproduce cdleeds --quick`` (the checked comparisons, about 75 s); the
+whole tables with the baselines, from Python: ``detector_table(quick=True)`` (options: the rows
+per update, the seed, the CDLEEDS routing, the monitored model).
 """
 
 from __future__ import annotations
 
-import argparse
 import math
 import time
-from pathlib import Path
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -399,40 +396,45 @@ def reproduce(quick: bool = True, echo=None) -> list[Comparison]:
     return rows
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="short streams")
-    parser.add_argument("--batch", type=int, default=10, help="rows per update")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument(
-        "--routing", choices=["pivots", "centroids"], default="pivots", help="CDLEEDS routing"
-    )
-    parser.add_argument(
-        "--model",
-        choices=sorted(MODELS),
-        default="hoeffding_tree",
-        help="the monitored online model (the paper: a Hoeffding tree)",
-    )
-    args = parser.parse_args()
+
+
+def detector_table(
+    quick: bool = False,
+    *,
+    batch: int = 10,
+    seed: int = 0,
+    routing: str = "pivots",
+    model: str = "hoeffding_tree",
+    echo: Callable[[str], None] = print,
+) -> None:
+    """The paper's Tables 2 and 3 and its recomputation saving, every detector (CDLEEDS, its
+    restart, ERICS, ADWIN, DDM) next to the published numbers, as text lines to ``echo``:
+    streams of 20,000 rows (``quick``) or 100,000 synthetic rows and the whole real sets;
+    ``batch`` rows per update; CDLEEDS ``routing``; the monitored ``model`` (one of
+    :data:`MODELS`; the paper: a Hoeffding tree)."""
+    if routing not in ("pivots", "centroids"):
+        raise ValueError(f"routing must be 'pivots' or 'centroids', got {routing!r}")
+    if model not in MODELS:
+        raise ValueError(f"model must be one of {sorted(MODELS)}, got {model!r}")
     torch.set_num_threads(1)
-    n_syn = 20_000 if args.quick else 100_000
-    n_real = 20_000 if args.quick else None
+    n_syn = 20_000 if quick else 100_000
+    n_real = 20_000 if quick else None
     sizes = {"SEA": n_syn, "Agrawal": n_syn, "Electricity": n_real, "Adult": n_real}
-    print(
-        f"CDLEEDS routing = {args.routing}; model = {args.model}; batch = {args.batch} rows per "
+    echo(
+        f"CDLEEDS routing = {routing}; model = {model}; batch = {batch} rows per "
         "update; score = mean(recall, 1 - FDR) over tolerance windows of 1..10 % of the stream "
         "(ours: mean +- std | paper); delay in observations"
     )
     header = (
         f"{'data':<12}{'detector':<16}{'score (ours)':>16}{'paper':>8}{'delay':>10}{'paper':>9}"
     )
-    print(header)
-    print("-" * len(header))
+    echo(header)
+    echo("-" * len(header))
     summary = []
     for name, n in sizes.items():
-        X, y, drifts = make_data(name, n, args.seed)
+        X, y, drifts = make_data(name, n, seed)
         t0 = time.perf_counter()
-        res = run(X, y, args.batch, args.seed, args.routing, args.model)
+        res = run(X, y, batch, seed, routing, model)
         for det, alerts in res["alerts"].items():
             mean, sd, delay = score(alerts, drifts, X.shape[0])
             p_score, p_delay = PAPER[name][PAPER_NAME.get(det, det)]
@@ -440,7 +442,7 @@ def main() -> None:
             pd_ = "-" if p_delay is None else f"{p_delay:,}"
             ours = "-" if math.isnan(mean) else f"{mean:.2f} +- {sd:.2f}"
             od = "-" if math.isnan(delay) else f"{delay:,.0f}"
-            print(f"{name:<12}{det:<16}{ours:>16}{ps:>8}{od:>10}{pd_:>9}")
+            echo(f"{name:<12}{det:<16}{ours:>16}{ps:>8}{od:>10}{pd_:>9}")
         summary.append(
             (
                 name,
@@ -453,18 +455,18 @@ def main() -> None:
                 time.perf_counter() - t0,
             )
         )
-    print()
-    print(
+    echo("")
+    echo(
         f"{'data':<12}{'rows':>8}{'d':>4}{'saved (ours)':>14}{'paper':>8}"
         f"{'CDLEEDS ms/obs':>16}{'leaves':>8}{'run s':>8}"
     )
     for name, n, d, saved, paper_saved, ms, leaves, secs in summary:
         ps = "-" if paper_saved is None else f"{paper_saved:.1f}%"
-        print(
+        echo(
             f"{name:<12}{n:>8}{d:>4}{100 * saved:>13.1f}%{ps:>8}{ms:>16.3f}{leaves:>8}{secs:>8.1f}"
         )
-    print("paper: CDLEEDS 2.32 ms per observation (ERICS 3.68, ADWIN 0.14, DDM 0.12)")
-    timing(args.routing)
+    echo("paper: CDLEEDS 2.32 ms per observation (ERICS 3.68, ADWIN 0.14, DDM 0.12)")
+    timing(routing, echo)
 
 
 def timing(routing: str = "pivots", echo=print) -> dict[int, float]:
@@ -477,19 +479,13 @@ def timing(routing: str = "pivots", echo=print) -> dict[int, float]:
         prob = torch.sigmoid(4 * (X.sum(1) - d / 2) / d**0.5)
         det = CDLEEDS(routing=routing)
         for t in range(500):
-            det.update(X[t : t + 1], prob[t : t + 1])
+            det.observe(X[t : t + 1], prob[t : t + 1])
         t0 = time.perf_counter()
         for t in range(500, 3000):
-            det.update(X[t : t + 1], prob[t : t + 1])
+            det.observe(X[t : t + 1], prob[t : t + 1])
         out[d] = 1e3 * (time.perf_counter() - t0) / 2500
         echo(
             f"CDLEEDS, uniform rows, d = {d:>3}: {out[d]:.3f} ms per observation "
             f"(one row per update, {det.n_leaves} leaves)"
         )
     return out
-
-
-if __name__ == "__main__":
-    if Path.cwd().name == "scripts":
-        raise SystemExit("run from the repository root")
-    main()

@@ -10,8 +10,8 @@ over the whole data set, as in the paper.
 Data: Electricity (``../shared/data/electricity.csv``); river's SEA (noise 0.1; functions
 0 -> 1 -> 2 -> 3 -> 0 with abrupt drifts at 20/40/60/80 % of the stream) and Agrawal
 (perturbation 0.1; functions 0 -> 1 -> 2 -> 3 with incremental drifts over 10-20 %, 30-50 %
-and 80-90 %). The paper's synthetic streams have 1,000,000 rows; ``--n-synthetic`` sets ours
-(default 100,000; ``--quick``: 20,000); Electricity always whole (45,312 rows).
+and 80-90 %). The paper's synthetic streams have 1,000,000 rows; ``n_synthetic`` sets ours
+(default 100,000; quick: 20,000); Electricity always whole (45,312 rows).
 
 Competitors (river): Hoeffding tree with majority-class leaves (VFDT (MC)), Hoeffding adaptive
 tree, EFDT, adaptive random forest with 3 trees; split confidence 0.01 for the trees as in the
@@ -23,21 +23,18 @@ protocol); the DMT's number of splits is reported only (this package's AIC thres
 paper's eq. 11, which is stricter than the reference code that produced the table); the
 ordering "DMT has fewer splits than VFDT (MC)" is checked on every data set run.
 
-Usage::
+Usage: ``torchstream reproduce dmt [--quick]``; from Python, other data sets and models::
 
-    python -m torchstream.reproductions.dmt --quick
-    python -m torchstream.reproductions.dmt --quick --datasets electricity,sea,agrawal \
-        --models dmt,vfdt,hat,efdt,arf          # all, synthetic streams of 20,000 rows
-    python -m torchstream.reproductions.dmt --datasets electricity --models dmt,vfdt
+    from torchstream.reproductions import run
+    run("dmt", quick=True, datasets=["electricity", "sea", "agrawal"],
+        models=["dmt", "vfdt", "hat", "efdt", "arf"])  # all, synthetic streams of 20,000 rows
 """
 
 from __future__ import annotations
 
-import argparse
 import math
-import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
@@ -45,7 +42,7 @@ from river import forest, tree
 from river.datasets import synth
 
 from torchstream.evaluate.measures import tree_complexity
-from torchstream.reproductions._comparison import Comparison, table
+from torchstream.reproductions._comparison import Comparison
 from torchstream.streams import data_path
 from torchstream.trees import DynamicModelTree
 
@@ -356,36 +353,21 @@ def comparisons(results: dict[tuple[str, str], dict[str, float]]) -> list[Compar
     return rows
 
 
-def reproduce(quick: bool = True) -> list[Comparison]:
+def reproduce(
+    quick: bool = True,
+    *,
+    datasets: Sequence[str] | None = None,
+    models: Sequence[str] | None = None,
+    n_synthetic: int | None = None,
+    n_electricity: int | None = None,
+    echo: Callable[[str], None] | None = None,
+) -> list[Comparison]:
     """Quick: Electricity (whole), DMT and VFDT (MC). Full: the three data sets (synthetic
-    streams of 100,000 rows) and the five models."""
-    datasets, models = QUICK_PLAN if quick else FULL_PLAN
-    return comparisons(evaluate(datasets, models, 20_000 if quick else 100_000))
-
-
-def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument(
-        "--quick", action="store_true", help="Electricity, DMT and VFDT (MC) (about a minute)"
-    )
-    ap.add_argument("--datasets", default=None, help="comma-separated (default: the mode's)")
-    ap.add_argument("--models", default=None, help="comma-separated (default: the mode's)")
-    ap.add_argument("--n-synthetic", type=int, default=None)
-    ap.add_argument("--n-electricity", type=int, default=None)
-    args = ap.parse_args(argv)
-    n_syn = args.n_synthetic or (20_000 if args.quick else 100_000)
-    print("command: python -m torchstream.reproductions.dmt " + " ".join(argv or sys.argv[1:]))
-    datasets, models = QUICK_PLAN if args.quick else FULL_PLAN
-    results = evaluate(
-        args.datasets.split(",") if args.datasets else datasets,
-        args.models.split(",") if args.models else models,
-        n_syn,
-        args.n_electricity,  # default: the whole data set, 1,000 batches of 46 rows
-        echo=lambda line: print(line, flush=True),
-    )
-    print("\nComparison with the paper (Tables II and III):")
-    print(table(comparisons(results)))
-
-
-if __name__ == "__main__":
-    main()
+    streams of 100,000 rows) and the five models. ``datasets``, ``models``, ``n_synthetic``
+    (rows of SEA and Agrawal) and ``n_electricity`` (default: all) replace the mode's; ``echo``
+    receives the per-model table lines."""
+    plan_datasets, plan_models = QUICK_PLAN if quick else FULL_PLAN
+    n_syn = n_synthetic or (20_000 if quick else 100_000)
+    return comparisons(evaluate(plan_datasets if datasets is None else datasets,
+                                plan_models if models is None else models,
+                                n_syn, n_electricity, echo=echo))

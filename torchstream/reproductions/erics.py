@@ -1,6 +1,7 @@
 """ERICS on synthetic streams with known drifts, next to river's ADWIN and DDM (ERICS paper §V).
 
-    python -m torchstream.reproductions.erics [--quick] [--n ROWS] [--window BATCHES]
+    torchstream reproduce erics [--quick]
+    detector_table(n=100_000, window=50)  # ERICS, ADWIN and DDM per stream, from Python
 
 Streams (batches of 100 rows, 10% label noise, features min-max scaled to [0, 1] over the whole
 stream as in the paper; drifts at 20/40/60/80% of the stream, since the paper does not state
@@ -18,7 +19,7 @@ M = 100, beta = 1e-4; W = 50), ignores alerts in the first 80 batches (at most 1
 stream), and uses the default fixes (clamped threshold, 50-batch cool-down). ADWIN and DDM watch the 0/1 errors of a river
 Hoeffding tree trained prequentially row by row (the paper used a VFDT for the baselines).
 Measures (A.6 §5.2, closed windows): detected change rate (recall), false discovery rate and
-mean delay in batches, with a tolerance of ``--window`` batches after each drift.
+mean delay in batches, with a tolerance of ``window`` batches after each drift.
 
 Comparison with the paper (``reproduce``): the mean delay of ERICS in batches (Table III) on
 SEA and Agrawal at the paper's 100,000 rows, averaged over independently seeded streams (quick:
@@ -29,7 +30,6 @@ first stream, reported only), and the share of drifts ERICS detects before the n
 
 from __future__ import annotations
 
-import argparse
 import math
 import time
 from collections.abc import Callable
@@ -41,7 +41,7 @@ from river import drift, tree
 from torchstream.drift import ERICS
 from torchstream.evaluate.measures.detection import detection_measures
 from torchstream.models.distributional import ProbitHead
-from torchstream.reproductions._comparison import Comparison, table
+from torchstream.reproductions._comparison import Comparison
 from torchstream.streams.synthetic import SEA, Agrawal, ConceptDrift, Hyperplane
 
 #: Shared data files this reproduction reads (none: synthetic streams only).
@@ -259,23 +259,3 @@ def reproduce(quick: bool = True, echo: Callable[[str], None] | None = None) -> 
         )
     )
     return rows
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--quick",
-        action="store_true",
-        help="20,000 rows per stream in the detector table; quick comparison",
-    )
-    parser.add_argument("--n", type=int, default=N_PAPER, help="rows per stream (table)")
-    parser.add_argument("--window", type=int, default=50, help="tolerance in batches")
-    args = parser.parse_args()
-    torch.set_num_threads(1)
-    detector_table(20_000 if args.quick else args.n, args.window)
-    print("\nComparison with the paper (ERICS Table III and Fig. 4):")
-    print(table(reproduce(args.quick, echo=print)))
-
-
-if __name__ == "__main__":
-    main()

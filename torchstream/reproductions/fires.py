@@ -3,7 +3,8 @@ paper's protocol (KDD 2020, Tables 3 and 4): prequential, batch sizes {25, 50, 7
 selected fractions {0.1, 0.15, 0.2}, stability window 10; mean accuracy and mean stability next to
 the published 0.742 and 0.901.
 
-    python -m torchstream.reproductions.fires [--quick] [--data PATH]
+    torchstream reproduce fires [--quick]
+    run("fires", quick=True, data="path/to/spambase.csv")  # torchstream.reproductions.run
 
 The perceptron is river's (``linear_model.Perceptron``, learning rate 1) where the paper used
 scikit-multiflow's ``PerceptronMask``; unselected features are set to 0 (the column is kept), as
@@ -13,9 +14,9 @@ epoch per batch, lambda_s = lambda_r = 0.01.
 
 from __future__ import annotations
 
-import argparse
 import math
 import time
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -72,26 +73,13 @@ def grid_means(grid, path=None, echo=None) -> dict[str, float]:
     return {"accuracy": float(np.mean(accs)), "stability": float(np.mean(stabs))}
 
 
-def reproduce(quick: bool = True) -> list[Comparison]:
-    ours = grid_means(QUICK_GRID if quick else FULL_GRID)
+def reproduce(quick: bool = True, *, data: str | None = None,
+              echo: Callable[[str], None] | None = None) -> list[Comparison]:
+    """Mean accuracy and stability over the grid (quick: one cell) on ``data`` (default: the
+    shared ``spambase.csv``); ``echo`` receives one line per grid cell."""
+    ours = grid_means(QUICK_GRID if quick else FULL_GRID, data, echo)
     why = "one grid cell (quick)" if quick else "mean over the 12 grid cells"
     return [Comparison("mean accuracy", ours["accuracy"], PUBLISHED["accuracy"],
                        TOLERANCE["accuracy"], why),
             Comparison("mean stability (r=10)", ours["stability"], PUBLISHED["stability"],
                        TOLERANCE["stability"], why)]
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="batch size 50, fraction 0.1 only")
-    parser.add_argument("--data", default=None, help="spambase.csv (default: the shared data)")
-    args = parser.parse_args()
-    print(f"{'batch':>6}{'fraction':>10}{'accuracy':>10}{'stability':>11}{'ms/step':>9}")
-    ours = grid_means(QUICK_GRID if args.quick else FULL_GRID, args.data, print)
-    print(f"\n{'Spambase, FIRES-GLM':<24}{'torchstream':>12}{'paper':>8}")
-    print(f"{'mean accuracy':<24}{ours['accuracy']:>12.3f}{PUBLISHED['accuracy']:>8.3f}")
-    print(f"{'mean stability (r=10)':<24}{ours['stability']:>12.3f}{PUBLISHED['stability']:>8.3f}")
-
-
-if __name__ == "__main__":
-    main()

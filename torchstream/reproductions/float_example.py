@@ -1,7 +1,8 @@
 """The float paper's example: a Hoeffding tree on Spambase, prequential, batch size 25, with
 zero-one loss and noise variability (15 draws, N(0, 0.1^2)), next to the published values.
 
-    python -m torchstream.reproductions.float_example [--data PATH]
+    torchstream reproduce float_example
+    run("float_example", data="path/to/spambase.csv", n_pretrain=100)  # reproductions.run
 
 float ran scikit-multiflow's HoeffdingTreeClassifier; we run river's, whose defaults (grace
 period 200, delta 1e-7, tie threshold 0.05, Gaussian leaf splitters, naive-Bayes-adaptive leaf
@@ -10,7 +11,6 @@ predictions) follow the same algorithm, so the numbers agree only approximately.
 
 from __future__ import annotations
 
-import argparse
 import time
 from typing import Any
 
@@ -52,28 +52,11 @@ def evaluate(path: str | None = None, n_pretrain: int = 100) -> tuple[dict[str, 
     return ours, result
 
 
-def reproduce(quick: bool = True) -> list[Comparison]:
-    ours, _ = evaluate()
+def reproduce(quick: bool = True, *, data: str | None = None,
+              n_pretrain: int = 100) -> list[Comparison]:
+    """Zero-one loss and noise variability on ``data`` (default: the shared ``spambase.csv``)
+    after ``n_pretrain`` rows (float's default: 100); ``quick`` is the same run (it is short)."""
+    ours, _ = evaluate(data, n_pretrain)
     return [Comparison(f"mean {k} per step", ours[k], PUBLISHED[k], TOLERANCE[k],
                        "river's Hoeffding tree in place of scikit-multiflow's")
             for k in PUBLISHED]
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", default=None, help="spambase.csv (default: the shared data)")
-    parser.add_argument("--n-pretrain", type=int, default=100, help="float's default: 100")
-    parser.add_argument("--quick", action="store_true", help="the same run (it is short)")
-    args = parser.parse_args()
-    ours, result = evaluate(args.data, args.n_pretrain)
-    seconds = result.seconds
-    print(f"Spambase, {result.n_rows} rows, batch size 25, {result.n_steps} steps, "
-          f"{args.n_pretrain} rows of pre-training")
-    print(f"{'measure (mean over steps)':<28}{'torchstream':>12}{'float paper':>13}")
-    for k, v in ours.items():
-        print(f"{k:<28}{v:>12.4f}{PUBLISHED[k]:>13.4f}")
-    print(f"wall time of the whole run: {seconds:.1f} s (float's README example: 9.5 s)")
-
-
-if __name__ == "__main__":
-    main()

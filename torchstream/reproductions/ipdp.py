@@ -2,7 +2,7 @@
 real and virtual concept drift on Agrawal and the rotating hyperplane (iPDP paper, §4.1-§4.3,
 Fig. 2 and Fig. 5).
 
-    python -m torchstream.reproductions.ipdp [--quick]
+    torchstream reproduce ipdp [--quick]
 
 elec2 (``../shared/data/electricity.csv``): the iPDP of ``vicprice`` (alpha = 0.001, 10 grid
 points between the 5 % and 95 % quantiles of the frequency storage) of an online model learned
@@ -51,7 +51,6 @@ full mode tens of minutes (river's forests predict row by row: 41 predictions pe
 
 from __future__ import annotations
 
-import argparse
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -489,15 +488,3 @@ def reproduce(quick: bool = True) -> list[Comparison]:
     rows.append(Comparison("california: max |iPDP - batch PDP| / PD range", california_gap(quick),
                            0.0, PDP_TOLERANCE, "the paper: 'almost identical'"))
     return rows + agrawal_comparisons(quick) + hyperplane_comparisons(quick)
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true")
-    args = parser.parse_args()
-    for r in reproduce(args.quick):
-        print(f"{r.measure:<52}{r.ours:>10.3f}  (paper {r.paper:g})  {r.why}")
-
-
-if __name__ == "__main__":
-    main()

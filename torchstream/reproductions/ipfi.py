@@ -1,7 +1,8 @@
 """iPFI against batch PFI on a static model (iPFI paper, Exp. A, Table 1) and against interval
 PFI on an Agrawal stream with a function drift (Exp. B, Table 3).
 
-    python -m torchstream.reproductions.ipfi [--quick]
+    torchstream reproduce ipfi [--quick]
+    run("ipfi", quick=True, data=["elec2", "adult"], drift=False)  # reproductions.run
 
 **Exp. A (static).** A model is trained on the whole data set, then the data set is streamed in
 random order and explained by iPFI (alpha = 0.001, a uniform or a geometric reservoir of 100
@@ -46,7 +47,7 @@ the checked property. Full mode: 5 streams (seeds), ``M = P = 10``; quick mode: 
 
 **Findings (quick mode and checks with other seeds).** With the paper's ten realisations the
 Exp. A errors are those of Table 1 within its spread: agrawal 0.011 / 0.013 (uniform /
-geometric; paper 0.011 / 0.010), bike 0.020 / 0.022 (0.022 / 0.019); run with ``--data``, elec2
+geometric; paper 0.011 / 0.010), bike 0.020 / 0.022 (0.022 / 0.019); run with ``data=``, elec2
 0.021 / 0.030 (0.038 / 0.037) and adult 0.19 / 0.16 (0.126 / 0.114; its importances are small
 against the variance of the 0-1 loss; the reference's own noise is worth 0.03 there with 3
 permutations, 0.02 with 10). The ten realisations matter: one realisation gives 0.02-0.03 on
@@ -60,8 +61,6 @@ half each and salary 0; the errors against interval PFI (0.03-0.06 over the whol
 
 from __future__ import annotations
 
-import argparse
-import time
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -99,7 +98,7 @@ PERFORMANCE = {"agrawal": 0.99, "elec2": 0.88, "adult": 0.86, "bike": 26.6}
 #: (another scikit-learn version and random state): +0.01. Agrawal 1.5 x 0.006 + 0.01 = 0.019
 #: -> 0.02; bike 1.5 x 0.008 + 0.01 = 0.022. (Medians of 3 over 18 orderings and two references
 #: ranged over 0.009-0.017 on agrawal and 0.009-0.024 on bike.) The same rule for a quick run of
-#: elec2 and adult (``--data``, not in the default quick set): elec2 1.5 x 0.012 + 0.01 = 0.028
+#: elec2 and adult (``data=``, not in the default quick set): elec2 1.5 x 0.012 + 0.01 = 0.028
 #: (reference noise 0.008 with 3 permutations, 0.004 with 10) -> 0.03; adult 1.5 x 0.040 + 0.01
 #: + 0.015 for the reference, whose noise is large here (0.033 with 3 permutations, 0.018 with
 #: 10: the importances are small against the 0-1 loss' variance) = 0.085.
@@ -350,20 +349,3 @@ def reproduce(quick: bool = True, data: Sequence[str] | None = None,
         "the paper: iPFI reacts 'instantly' (no number); the model itself is re-trained on "
         "new-concept rows only from 1,000-2,000 rows after the drift"))
     return rows
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--data", nargs="+", choices=list(TABLE1),
-                        help="Exp. A data sets (default: agrawal and bike with --quick, all four)")
-    parser.add_argument("--no-drift", action="store_true", help="skip Exp. B")
-    args = parser.parse_args()
-    t0 = time.perf_counter()
-    for r in reproduce(args.quick, args.data, not args.no_drift):
-        print(f"{r.measure:<100}{r.ours:>9.3f}  (paper {r.paper:.3f})")
-    print(f"{time.perf_counter() - t0:.0f} s")
-
-
-if __name__ == "__main__":
-    main()

@@ -1,7 +1,7 @@
 """iSAGE against batch SAGE on static models (iSAGE paper, §4.4, Fig. 5 and 8) and
 interventional against observational iSAGE on Agrawal (§4.3).
 
-    python -m torchstream.reproductions.isage [--quick]
+    torchstream reproduce isage [--quick]
 
 **§4.4 (static models).** A model is trained on the whole data set; the data set is then
 streamed in random order (the model is not updated) and explained by interventional iSAGE
@@ -60,8 +60,6 @@ rows. Observational iSAGE gives commission 0.08 (quick) and 0.06 (full) of the t
 
 from __future__ import annotations
 
-import argparse
-import time
 import warnings
 
 import numpy as np
@@ -242,17 +240,3 @@ def reproduce(quick: bool = True) -> list[Comparison]:
                    float("nan"), None, "the paper: clearly above the observational one"),
     ]
     return rows
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true")
-    args = parser.parse_args()
-    t0 = time.perf_counter()
-    for r in reproduce(args.quick):
-        print(f"{r.measure:<72}{r.ours:>9.3f}  (paper {r.paper:.3f})")
-    print(f"{time.perf_counter() - t0:.0f} s")
-
-
-if __name__ == "__main__":
-    main()
