@@ -11,9 +11,11 @@ import re
 from pathlib import Path
 
 import pytest
+import torch
 from river import naive_bayes, tree
 
 import torchstream.learners.registry as registry
+from torchstream.base import Learner
 from torchstream.checkpoint import load_checkpoint
 from torchstream.cli import main
 from torchstream.evaluate.identity import plain_config
@@ -167,6 +169,35 @@ def test_registration():
     assert "dmt" in available_learners()  # registered by the command line
     with pytest.raises(ValueError, match="unknown learner options"):
         register_learner("x", lambda stream, options: None, kind="test", uses=("momentum",))
+
+
+def test_one_learner_protocol_every_built_learner_answers_it():
+    """The registry speaks of torchstream.base.Learner (it has no protocol of its own); every
+    built-in name, and a registered foreign learner (``__call__`` and ``learn`` only), comes
+    back in that shape."""
+    assert not hasattr(registry, "Learner") or registry.Learner is Learner
+    stream = SEA(seed=0, n_samples=100)
+    for name in ("naive_bayes", "hoeffding_tree", "dmt", "mlp"):
+        assert isinstance(make_learner(name, stream).learner, Learner), name
+
+    class Foreign:
+        def __call__(self, X: torch.Tensor) -> torch.Tensor:
+            return X.sum(1)
+
+        def learn(self, X: torch.Tensor, y: torch.Tensor) -> float:
+            return 0.25
+
+    assert not isinstance(Foreign(), Learner)
+    register_learner("foreign-test", lambda stream, options: Foreign(), kind="test")
+    try:
+        built = make_learner("foreign-test", stream)
+    finally:
+        registry._REGISTRY.pop("foreign-test")
+    learner = built.learner
+    assert isinstance(learner, Learner) and math.isnan(learner.last_loss)
+    assert learner.learn(torch.ones(2, 3), torch.ones(2)) is None and learner.last_loss == 0.25
+    assert learner(torch.ones(2, 3)).tolist() == [3.0, 3.0]
+    assert built.identity["class"].endswith("Foreign")  # the learner's class, not the adapter's
 
 
 def test_registry_imports_nothing_above_the_learners_layer():

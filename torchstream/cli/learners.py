@@ -10,8 +10,9 @@ True
 
 from __future__ import annotations
 
+from torchstream.base import Learner
 from torchstream.learners.online import resolve_device
-from torchstream.learners.registry import Learner, LearnerOptions, register_learner
+from torchstream.learners.registry import LearnerOptions, register_learner
 from torchstream.streams.base import Stream
 from torchstream.trees import DynamicModelTree
 

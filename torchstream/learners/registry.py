@@ -23,29 +23,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Protocol
 
-import torch
 from river import linear_model, naive_bayes, preprocessing, tree
 from river.base import Estimator
 
+from torchstream.base import Learner, LearnerAdapter, as_learner
 from torchstream.learners.online import OnlineLearner
 from torchstream.learners.river_learner import RiverLearner
 from torchstream.models import available_specs, load_spec
 from torchstream.streams.base import Stream
 
-__all__ = ["RIVER_MODELS", "BuiltLearner", "Learner", "LearnerOptions", "available_learners",
+__all__ = ["RIVER_MODELS", "BuiltLearner", "LearnerOptions", "available_learners",
            "make_learner", "register_learner", "registered_learners"]
 
 Plain = str | int | float | bool | None
-
-
-class Learner(Protocol):
-    """What the runner and the explainers need of a learner."""
-
-    def __call__(self, X: torch.Tensor) -> torch.Tensor: ...
-
-    def learn(self, X: torch.Tensor, y: torch.Tensor) -> object: ...
 
 
 @dataclass(frozen=True)
@@ -126,7 +117,9 @@ def _class_name(obj: object) -> str:
 def make_learner(name: str, stream: Stream, options: LearnerOptions | None = None) -> BuiltLearner:
     """The learner called ``name`` for ``stream``: a registered learner, else a model spec
     (name or TOML path). Unknown names raise a ``ValueError`` listing the known ones; an
-    option the learner does not use raises a ``ValueError`` naming it."""
+    option the learner does not use raises a ``ValueError`` naming it. A registered build that
+    returns a foreign learner (``__call__`` and ``learn`` only) gets it in the
+    :class:`~torchstream.base.Learner` shape (:func:`~torchstream.base.as_learner`)."""
     options = options or LearnerOptions()
     entry = _REGISTRY.get(name)
     if entry is None:
@@ -137,10 +130,11 @@ def make_learner(name: str, stream: Stream, options: LearnerOptions | None = Non
         raise ValueError(f"{name!r} (a {entry.kind}) does not use the option"
                          f"{'s' if len(unused) > 1 else ''} {', '.join(unused)}; it uses: {takes}")
     try:
-        learner = entry.build(stream, options)
+        learner = as_learner(entry.build(stream, options))
     except ValueError as e:
         raise ValueError(f"{name}: {e}") from None
-    inner = learner.model if isinstance(learner, RiverLearner) else learner
+    inner = learner.learner if isinstance(learner, LearnerAdapter) else learner
+    inner = inner.model if isinstance(inner, RiverLearner) else inner
     return BuiltLearner(learner, name,
                         {"name": name, "kind": entry.kind, "class": _class_name(inner)})
 
