@@ -1,19 +1,31 @@
 """The documentation site (``make docs``): it builds with ``mkdocs build --strict`` (a broken
 link, a page missing from the navigation, a docstring mkdocstrings cannot read fails), every
-user-guide page is there, and the API reference renders every public class of every public
-module, ``IncrementalPFI`` with its signature. Needs the ``docs`` extra (``pip install -c
-constraints.txt -e '.[docs]'``); skipped, saying so, without it."""
+user-guide page is there, the API reference renders every public class of every public
+module, ``IncrementalPFI`` with its signature, and every notebook is a page with the figures and
+outputs it was saved with. Needs the ``docs`` extra (``pip install -c constraints.txt -e
+'.[docs]'``); skipped, saying so, without it.
+
+The built site is then opened in headless Chromium (selenium, ``chromium`` and ``chromedriver``
+on the PATH; skipped with the reason without them, failed instead when
+``TORCHSTREAM_REQUIRE_BROWSER`` is set): the home page renders with the theme and its
+navigation, the search finds ``IncrementalPFI`` and leads to its API page, which shows its
+signature, a notebook's figures decode, and no page logs an error in the console. The guide's
+code blocks are run by ``tests/test_docs_examples.py``."""
 
 from __future__ import annotations
 
+import functools
 import html as html_lib
+import http.server
 import importlib.util
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
+import threading
 import types
 from pathlib import Path
 
@@ -26,7 +38,8 @@ except ModuleNotFoundError:  # Python 3.10
 
 ROOT = Path(__file__).resolve().parents[1]
 MISSING = [m for m in ("mkdocs", "material", "mkdocstrings", "mkdocstrings_handlers.python",
-                       "griffe", "mkdocs_jupyter") if importlib.util.find_spec(m.split(".")[0]) is None]
+                       "griffe", "mkdocs_jupyter")
+           if importlib.util.find_spec(m.split(".")[0]) is None]
 needs_docs = pytest.mark.skipif(
     bool(MISSING), reason=f"the docs extra is not installed (no {', '.join(MISSING)}): "
     "pip install -c constraints.txt -e '.[docs]'")
@@ -294,3 +307,131 @@ def test_the_docs_extra_is_pinned():
     names = [re.split(r"[<>=!~;\[ ]", r)[0].lower().replace("_", "-") for r in extras["docs"]]
     assert "mkdocs-jupyter" in names
     assert not [n for n in names if n not in pinned], "pin the docs extra in constraints.txt"
+
+
+# ---------------------------------------------------------------------- the site in a browser
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+BROWSER_MISSING = [name for name, found in (
+    ("selenium", importlib.util.find_spec("selenium") is not None),
+    ("chromium", CHROMIUM is not None), ("chromedriver", CHROMEDRIVER is not None)) if not found]
+needs_browser = pytest.mark.skipif(
+    bool(BROWSER_MISSING) and not os.environ.get("TORCHSTREAM_REQUIRE_BROWSER"),
+    reason=f"no headless browser: {', '.join(BROWSER_MISSING)} not installed")
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def browser(site):
+    """(driver, base URL): headless Chromium on the built site, served over HTTP on a free
+    port (the search runs in a web worker that fetches the index, which needs HTTP)."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    handler = functools.partial(_QuietHandler, directory=str(site))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--window-size=1280,900"):
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    try:
+        yield driver, f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        driver.quit()
+        server.shutdown()
+
+
+def _errors(driver) -> list[str]:
+    """The browser console's errors since the last call."""
+    return [entry["message"] for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
+
+
+@needs_docs
+@needs_browser
+def test_the_home_page_renders_in_a_browser(browser):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver, base = browser
+    driver.get(base)
+    heading = WebDriverWait(driver, 30).until(ec.visibility_of_element_located((By.TAG_NAME, "h1")))
+    assert heading.text.strip() and heading.size["height"] > 0
+    assert driver.title.endswith("torchstream")
+    # Material's script ran: it marks the page as having JavaScript and builds the navigation
+    assert "js" in driver.find_element(By.TAG_NAME, "html").get_attribute("class").split()
+    sections = {e.get_attribute("textContent").strip()
+                for e in driver.find_elements(By.CSS_SELECTOR, ".md-nav__item--section > label")}
+    assert {"User guide", "Notebooks", "API reference"} <= sections, sections
+    # the stylesheet applied: the header is the theme's coloured bar at the top
+    header = driver.find_element(By.CSS_SELECTOR, "header.md-header")
+    assert header.is_displayed() and header.location["y"] == 0 and header.size["height"] > 30
+    assert driver.execute_script(
+        "return getComputedStyle(arguments[0]).backgroundColor", header) != "rgba(0, 0, 0, 0)"
+    assert not _errors(driver)
+
+
+@needs_docs
+@needs_browser
+def test_the_search_finds_incremental_pfi_and_its_page_shows_the_signature(browser):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver, base = browser
+    driver.get(base)
+    wait = WebDriverWait(driver, 30)
+    # the header's search box (at this width it is in the header; a click opens the results)
+    box = wait.until(ec.element_to_be_clickable((By.CSS_SELECTOR, "input.md-search__input")))
+    box.click()
+    box.send_keys("IncrementalPFI")
+    # a result links to the class's entry on the API page (the search adds ?h=<query>)
+    anchor = "#torchstream.explain.IncrementalPFI"
+    hit = wait.until(ec.visibility_of_element_located((
+        By.CSS_SELECTOR,
+        f'.md-search-result__list a[href*="/reference/explain/"][href$="{anchor}"]')))
+    assert "IncrementalPFI" in hit.text
+    hit.click()
+
+    wait.until(lambda d: "/reference/explain/" in d.current_url
+               and d.current_url.endswith(anchor))
+    entry = wait.until(ec.presence_of_element_located(
+        (By.ID, "torchstream.explain.IncrementalPFI")))
+    assert "IncrementalPFI" in entry.text
+    # the signature block right after the heading, laid out and visible on the page
+    signature = entry.find_element(By.XPATH, "following::div[contains(@class, 'doc-signature')]")
+    assert signature.is_displayed() and signature.size["height"] > 20
+    text = " ".join(signature.text.split())
+    assert re.match(r"IncrementalPFI\( model_fn: .*\)$", text), text
+    for parameter in ("loss", "n_features", "alpha: float = 0.001", "storage_size: int = 100",
+                      "feature_groups", "compile: bool = False"):
+        assert parameter in text, (parameter, text)
+    assert not _errors(driver)
+
+
+@needs_docs
+@needs_browser
+def test_a_notebook_page_shows_its_figures(browser):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver, base = browser
+    driver.get(base + "notebooks/01_quickstart/")
+    WebDriverWait(driver, 30).until(ec.presence_of_element_located((By.TAG_NAME, "h1")))
+    figures = _outputs(_notebook(ROOT / "notebooks" / "01_quickstart.ipynb"), "image/png")
+    images = driver.find_elements(By.CSS_SELECTOR, "img[src^='data:image/png']")
+    assert len(images) == len(figures)
+    for image in images:  # decoded by the browser: a real picture, not a broken icon
+        assert driver.execute_script("return arguments[0].complete && arguments[0].naturalWidth",
+                                     image) > 100
+    assert not _errors(driver)
