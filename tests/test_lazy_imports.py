@@ -146,6 +146,16 @@ def test_the_only_import_cycle_between_modules_is_entered_in_its_working_order()
     assert "torchstream.learners.online" in eager
 
 
+def test_the_in_memory_sink_draws_nothing():
+    """Figures live in :mod:`torchstream.viz`: importing the History (a fresh interpreter) loads
+    no matplotlib, and drawing it does (the probe is not blind)."""
+    code = ("import sys; import torchstream.sinks.history; a = 'matplotlib' in sys.modules; "
+            "import torchstream.viz.history; print(a, 'matplotlib' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300, check=True)
+    assert done.stdout.split() == ["False", "True"]
+
+
 def test_a_name_listed_twice_is_refused():
     with pytest.raises(ValueError, match="'x' is listed under a and b"):
         lazy_names("pkg", {"a": ("x",), "b": ("x", "y")})

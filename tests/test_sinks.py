@@ -20,8 +20,12 @@ from tensorboard.plugins.custom_scalar.layout_pb2 import Layout
 from tensorboard.plugins.hparams.api_pb2 import DataType, Status
 from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
 
+from torchstream.base import SinkBase
 from torchstream.sinks import History, Sink, TensorBoardSink
+from torchstream.step import StepRecord
 from torchstream.viz import plot_history
+from torchstream.viz._figure import agg_figure
+from torchstream.viz.history import draw_charts
 from torchstream.sinks.tensorboard import flatten_config
 
 CUM = "metrics/accuracy/cumulative"
@@ -123,6 +127,21 @@ def test_history_state_dict_round_trip():
     assert state["values"][CUM].tolist() == [1.0, 0.75]
 
 
+def test_history_is_a_sink_fed_by_step_records():
+    history = History()
+    assert isinstance(history, SinkBase)
+    record = StepRecord(2, 20, 30, True, {CUM: 0.5}, loss=0.25, importance={"ipfi": {"age": 0.125}},
+                        alerts={"adwin": (24,)}, alarm_counts={"adwin": 3})
+    history.log_step(record)
+    # the two alarms before this step and the one at row 24: the third; at the last row, still 3
+    assert history.series == {
+        "alarms/adwin": [(24, 3.0), (29, 3.0)],
+        CUM: [(30, 0.5)],
+        "learner/loss": [(30, 0.25)],
+        "ipfi/age": [(30, 0.125)],
+    }
+
+
 def test_plots(tmp_path):
     history = History()
     _log(history)
@@ -132,14 +151,21 @@ def test_plots(tmp_path):
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert [ax.get_title() for ax in fig.axes] == ["metrics/accuracy", "misc/loss"]
     assert [line.get_label() for line in fig.axes[0].lines] == ["cumulative", "window"]
+    assert list(fig.axes[0].lines[1].get_xdata()) == [10, 20]
+    assert tuple(fig.get_size_inches()) == (8.0, 6.0)  # 2.5 inches a chart and 1 for the margins
 
     import matplotlib.pyplot as plt
 
-    axes = history.plot()
-    assert len(axes) == 2
+    fig = plot_history(history)
+    assert len(fig.axes) == 2 and plt.fignum_exists(fig.number)  # a pyplot figure
     _, ax = plt.subplots()
-    assert history.plot(tags=[WIN], ax=ax) is ax
+    assert plot_history(history, tags=[WIN], ax=ax) is ax.figure
     assert [line.get_label() for line in ax.lines] == [WIN]
+    assert list(ax.lines[0].get_ydata()) == [0.5, 0.5]
+    fig = agg_figure()
+    assert [a.get_title() for a in draw_charts(history, fig, ["loss"])] == ["misc/loss"]
+    with pytest.raises(KeyError, match="'nope'"):
+        plot_history(history, tags=["nope"], path=tmp_path / "none.png")
     plt.close("all")
 
 

@@ -1,5 +1,5 @@
-"""In-memory sink: keeps the logged scalars (the last points of each tag), for notebooks, tests
-and plots."""
+"""In-memory sink: keeps the logged scalars (the last points of each tag), for notebooks and
+tests; :func:`torchstream.viz.history.plot_history` draws them."""
 
 from __future__ import annotations
 
@@ -7,19 +7,14 @@ import copy
 import operator
 import warnings
 from array import array
-from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import Any
 
-import matplotlib.pyplot as plt
-import numpy as np
 import pandas as pd
 import torch
 
-from torchstream.sinks.base import as_scalar, group_tags
-
-if TYPE_CHECKING:
-    from matplotlib.axes import Axes
-    from matplotlib.figure import Figure
+from torchstream.base import SinkBase
+from torchstream.sinks.base import as_scalar
 
 __all__ = ["DEFAULT_MAX_POINTS", "History"]
 
@@ -27,15 +22,17 @@ __all__ = ["DEFAULT_MAX_POINTS", "History"]
 DEFAULT_MAX_POINTS = 10_000
 
 
-class History:
-    """A :class:`~torchstream.sinks.base.Sink` that keeps the logged scalars in memory.
+class History(SinkBase):
+    """A sink (:class:`~torchstream.base.SinkBase`) that keeps the logged scalars in memory.
 
     ``config`` holds a deep copy of the logged configuration and ``series`` maps each tag to its
     ``(step, value)`` pairs in logging order: the last ``max_points`` of each tag (default
     :data:`DEFAULT_MAX_POINTS`), so memory and checkpoints stay bounded on long runs; older
     points are dropped, counted in :attr:`dropped`, with a warning the first time. Values are
     stored as floats, non-finite ones included; a non-numeric value raises ``TypeError`` naming
-    its tag (and nothing of that step is stored).
+    its tag (and nothing of that step is stored). A run's step records arrive through
+    :meth:`~torchstream.base.SinkBase.log_step`, which hands their values to :meth:`log_scalars`;
+    :func:`torchstream.viz.history.plot_history` draws the series.
 
     >>> history = History()
     >>> history.log_config({"model": {"hidden": [64]}})
@@ -132,58 +129,6 @@ class History:
         frame.index.name = "step"
         return frame
 
-    # -- plots ----------------------------------------------------------------------------------
-
-    def plot(self, tags: Sequence[str] | None = None, ax: Axes | None = None) -> Any:
-        """Plot one line per tag against the step.
-
-        With ``ax``, every line goes on that Axes (labelled by the full tag), which is returned.
-        Without it, a new pyplot figure gets one subplot per chart (tags grouped as in the
-        module :mod:`torchstream.sinks.base`), and the Axes is returned when there is a single
-        chart, otherwise a 1-D numpy array of Axes (like ``plt.subplots``). Nothing is shown;
-        call ``plt.show()`` or save ``ax.figure``.
-        """
-        selected = self._select(tags)
-        if ax is not None:
-            for tag in selected:
-                ax.plot(self.steps(tag), self.values(tag), label=tag)
-            ax.set_xlabel("step")
-            if selected:
-                ax.legend()
-            return ax
-
-        groups = _charts(selected)
-        fig = plt.figure(figsize=_figsize(len(groups)))
-        axes = self.draw_charts(fig, selected)
-        return axes[0] if len(axes) == 1 else _array(axes)
-
-    def draw_charts(self, fig: Figure, tags: Sequence[str] | None = None) -> list[Axes]:
-        """Draw one subplot per chart on ``fig`` (stacked vertically, shared step axis)."""
-        groups = _charts(self._select(tags))
-        if not groups:
-            return [fig.add_subplot(1, 1, 1)]
-        axes = fig.subplots(len(groups), 1, sharex=True, squeeze=False)[:, 0]
-        for ax, (title, chart_tags) in zip(axes, groups.items()):
-            prefix = title + "/"
-            for tag in chart_tags:
-                label = tag.removeprefix(prefix)
-                ax.plot(self.steps(tag), self.values(tag), label=label)
-            ax.set_title(title)
-            ax.legend()
-        axes[-1].set_xlabel("step")
-        fig.tight_layout()
-        return list(axes)
-
-    def _select(self, tags: Iterable[str] | None) -> list[str]:
-        if tags is None:
-            return self.tags
-        if isinstance(tags, str):
-            tags = [tags]
-        selected = list(tags)
-        for tag in selected:
-            self._get(tag)
-        return selected
-
     # -- checkpointing --------------------------------------------------------------------------
 
     def state_dict(self) -> dict[str, Any]:
@@ -264,22 +209,3 @@ class _Ring:
 
     def last(self) -> float:
         return self.values[self.head - 1]
-
-
-def _charts(tags: Iterable[str]) -> dict[str, list[str]]:
-    """``{"category/chart": [tags]}`` in order of first appearance."""
-    return {
-        f"{category}/{chart}": chart_tags
-        for category, charts in group_tags(tags).items()
-        for chart, chart_tags in charts.items()
-    }
-
-
-def _figsize(n_charts: int) -> tuple[float, float]:
-    return (8.0, 1.0 + 2.5 * max(n_charts, 1))
-
-
-def _array(axes: list[Axes]) -> Any:
-    out = np.empty(len(axes), dtype=object)
-    out[:] = axes
-    return out
