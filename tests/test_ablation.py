@@ -9,7 +9,7 @@ from sklearn.metrics import f1_score as sk_f1
 
 from torchstream.explain.ablation import ablation_test, compare_attributions, f1_score
 from torchstream.explain.baselines import ExpectationBaseline
-from torchstream.explain.local import LocalExplainer
+from torchstream.explain.local import LocalAttributor
 
 F64 = torch.float64
 
@@ -55,7 +55,7 @@ def test_one_feature_model_top_k_beats_random():
     y = (X[:, 0] > 0.7).long()
     base = ExpectationBaseline(50, seed=0)
     base.update(X)
-    exp = LocalExplainer(
+    exp = LocalAttributor(
         one_feature_model,
         "shapley_value_sampling",
         base,

@@ -13,7 +13,7 @@ from torchstream.drift.cdleeds import CDLEEDS, LocalChangeMonitor
 from torchstream.evaluate import Batch
 from torchstream.evaluate.runner import Evaluator
 from torchstream.explain.baselines import ConstantBaseline
-from torchstream.explain.local import LocalExplainer
+from torchstream.explain.local import LocalAttributor
 from torchstream.viz.local import plot_attributions, plot_neighbourhoods
 from torchstream.streams import from_numpy
 from torchstream.viz.figures import plugin_figures
@@ -61,7 +61,7 @@ def make_monitor(model: ShiftingModel) -> LocalChangeMonitor:
     # a blob and wanders with them, which moves every difference (a genuine change of the
     # attribution sums, but not the one this test isolates)
     middle = [0.5, 0.5]
-    explainer = LocalExplainer(
+    explainer = LocalAttributor(
         model,
         "shapley_value_sampling",
         ConstantBaseline(middle),

@@ -18,7 +18,7 @@ import torch
 from torchstream.checkpoint import load_checkpoint, save_checkpoint
 from torchstream.cli import main
 from torchstream.drift import ERICS
-from torchstream.explain import IncrementalPDP, IncrementalPFI, IncrementalSAGE, LocalExplainer
+from torchstream.explain import IncrementalPDP, IncrementalPFI, IncrementalSAGE, LocalAttributor
 from torchstream.learners import DivergenceError, OnlineLearner
 from torchstream.models import MLP, MLPHead, ProbitHead
 from torchstream.select import FIRES
@@ -179,7 +179,7 @@ def test_local_attributions_on_cuda_equal_cpu_and_are_complete():
     res = {}
     for key, device in (("cpu", "cpu"), ("gpu", GPU)):
         model = _mlp64(d, 2, device)
-        exp = LocalExplainer(lambda Z, m=model: torch.softmax(m(Z), dim=1)[:, 1],
+        exp = LocalAttributor(lambda Z, m=model: torch.softmax(m(Z), dim=1)[:, 1],
                              "integrated_gradients", 0.0, method_kwargs={"n_steps": 64})
         res[key] = exp.attribute(X.to(device))
         assert res[key].attributions.device.type == device

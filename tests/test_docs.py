@@ -53,7 +53,7 @@ GUIDE = {
     "explaining": "IncrementalPFI",
     "drift": "DriftReporter",
     "feature-selection": "FIRES",
-    "local-attributions": "LocalExplainer",
+    "local-attributions": "LocalAttributor",
     "evaluation": "Evaluator",
     "tensorboard": "TensorBoardSink",
     "sweeps": "torchstream sweep",

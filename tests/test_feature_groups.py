@@ -1,4 +1,4 @@
-"""Feature groups: iPFI, iSAGE and the local explainer act on a feature's encoded block as a
+"""Feature groups: iPFI, iSAGE and the local attributor act on a feature's encoded block as a
 whole (one-hot blocks stay one-hot, one importance per user feature)."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from torchstream.explain.conditional import ConditionalTreeSampler
 from torchstream.explain.imputers import MarginalImputer
 from torchstream.explain.ipfi import IncrementalPFI
 from torchstream.explain.isage import IncrementalSAGE
-from torchstream.explain.local import LocalExplainer
+from torchstream.explain.local import LocalAttributor
 from torchstream.explain.storage import FreshSampler, UniformReservoir
 from torchstream.schema import Feature, Schema
 from torchstream.streams.csv_reader import read_csv
@@ -215,7 +215,7 @@ def test_local_group_sums_keep_completeness() -> None:
     g = torch.Generator().manual_seed(11)
     X = draw_rows(6, g)
     w = torch.tensor([0.5, -1.0, 3.0, 2.0, -0.7], dtype=F64)
-    exp = LocalExplainer(lambda Z: Z @ w, "shapley_value_sampling", 0.0, feature_groups=GROUPS)
+    exp = LocalAttributor(lambda Z: Z @ w, "shapley_value_sampling", 0.0, feature_groups=GROUPS)
     res = exp.attribute(X)
     cols = res.column_attributions
     assert cols is not None and res.attributions.shape == (6, 3)

@@ -8,7 +8,7 @@ import torch
 from captum.attr import DeepLift, IntegratedGradients
 
 from torchstream.evaluate import Prequential
-from torchstream.explain import LocalExplainer
+from torchstream.explain import LocalAttributor
 from torchstream.learners import OnlineLearner
 from torchstream.models import MLP, Probit
 from torchstream.sinks import History
@@ -104,8 +104,8 @@ def test_network_before_learning_needs_a_width():
 
 @pytest.mark.parametrize("case", ["softmax", "logistic", "regression"])
 @pytest.mark.parametrize("method", ["deeplift", "integrated_gradients"])
-def test_local_explainer_of_a_learner_is_complete_on_scaled_inputs(case, method):
-    """``LocalExplainer(learner, ...)`` explains the learner's whole prediction: DeepLift's
+def test_local_attributor_of_a_learner_is_complete_on_scaled_inputs(case, method):
+    """``LocalAttributor(learner, ...)`` explains the learner's whole prediction: DeepLift's
     completeness holds to rounding (the output layer is taken exactly, through the chain rule
     along the logits' path), IG's to its quadrature error on a ReLU network (O(1 / steps))."""
     task, factory, k = CASES[case]
@@ -113,7 +113,7 @@ def test_local_explainer_of_a_learner_is_complete_on_scaled_inputs(case, method)
     X = torch.randn(6, 4, dtype=F64, generator=torch.Generator().manual_seed(7)) * 5 + 3
     target = 1 if task == "classification" else None
     kwargs = {"method_kwargs": {"n_steps": 400}} if method == "integrated_gradients" else {}
-    exp = LocalExplainer(learner, method, 3.0, target=target, **kwargs)
+    exp = LocalAttributor(learner, method, 3.0, target=target, **kwargs)
     res = exp.attribute(X)
     change = (res.output - res.baseline_output).abs().max().item()
     torch.testing.assert_close(res.output, learner(X)[:, 1] if target else learner(X))
@@ -139,10 +139,10 @@ def test_deeplift_of_the_softmax_layer_by_captum_alone_misses_completeness():
     assert gap > 1e-3
 
 
-def test_local_explainer_of_none_is_a_runner_plug_in_on_the_learner():
+def test_local_attributor_of_none_is_a_runner_plug_in_on_the_learner():
     stream = SEA(n_samples=200, seed=0)
     learner = OnlineLearner(lambda d, k: MLP(d, k, hidden=(8,)), lr=0.01, seed=0)
-    local = LocalExplainer(None, "deeplift", 0.0, target="predicted")
+    local = LocalAttributor(None, "deeplift", 0.0, target="predicted")
     runner = Prequential(learner, stream, batch_size=20, plugins=[local], sinks=[History()])
     runner.run()
     assert local.n_explained == 200

@@ -1,4 +1,4 @@
-"""LocalExplainer: completeness against the chosen baseline (spec §7 check 17), averaging over
+"""LocalAttributor: completeness against the chosen baseline (spec §7 check 17), averaging over
 baseline draws in one call, closed forms for a linear model, reproducibility, the plug-in and
 bad input."""
 
@@ -10,6 +10,7 @@ import captum.attr as ca
 import pytest
 import torch
 
+from torchstream.base import Explainer, ExplainerBase, PluginBase, as_plugin
 from torchstream.evaluate import Batch
 from torchstream.explain.baselines import (
     ConstantBaseline,
@@ -17,7 +18,7 @@ from torchstream.explain.baselines import (
     GaussianBaseline,
     MaxDistanceBaseline,
 )
-from torchstream.explain.local import LocalExplainer
+from torchstream.explain.local import LocalAttributor
 
 F64 = torch.float64
 
@@ -50,28 +51,28 @@ def baselines():
 def test_completeness_against_the_baseline(name):
     model, X = mlp(), rows(8)
     base = baselines()[name]
-    dl = LocalExplainer(model, "deeplift", base, n_samples=5).attribute(X)
+    dl = LocalAttributor(model, "deeplift", base, n_samples=5).attribute(X)
     assert float(dl.delta.abs().max()) <= 1e-4
     # the gap is the real one: recompute f(x) - mean_s f(b_s) from the draws
     fb = model(dl.baselines.reshape(-1, 10)).reshape(dl.baselines.shape[0], -1).mean(0)
     assert torch.allclose(dl.attributions.sum(1), model(X) - fb, atol=1e-4)
     errs = []
     for steps in (10, 200):
-        ig = LocalExplainer(
+        ig = LocalAttributor(
             model, "integrated_gradients", base, n_samples=5, method_kwargs={"n_steps": steps}
         ).attribute(X)
         errs.append(float(ig.delta.abs().mean()))
         if steps == 200:
             assert float(ig.delta.abs().max()) <= 1e-2
     assert errs[1] < errs[0]
-    ks = LocalExplainer(model, "kernel_shap", base, n_samples=3).attribute(X[:3])
+    ks = LocalAttributor(model, "kernel_shap", base, n_samples=3).attribute(X[:3])
     assert float(ks.delta.abs().max()) <= 1e-3
 
 
 def test_stochastic_baseline_averages_draws_in_one_call():
     model, X = mlp(), rows(4)
     base = baselines()["gaussian"]
-    exp = LocalExplainer(model, "deeplift", base, n_samples=6)
+    exp = LocalAttributor(model, "deeplift", base, n_samples=6)
     calls = []
     original = exp._captum.attribute
     exp._captum.attribute = lambda *a, **k: calls.append(a[0].shape) or original(*a, **k)
@@ -91,7 +92,7 @@ def test_linear_model_closed_form():
 
     X, base = rows(3), baselines()["expectation"]
     for method in ("shapley_value_sampling", "kernel_shap", "integrated_gradients"):
-        res = LocalExplainer(linear, method, base, n_samples=4, seed=3).attribute(X)
+        res = LocalAttributor(linear, method, base, n_samples=4, seed=3).attribute(X)
         mean_b = res.baselines.mean(0)  # the same 4 rows for every x (static)
         assert torch.allclose(res.attributions, w * (X - mean_b), atol=1e-5), method
     # the expectation baseline is static: every row got the same draws
@@ -103,26 +104,26 @@ def test_multi_output_targets_and_reproducibility():
     net = torch.nn.Sequential(torch.nn.Linear(10, 3), torch.nn.Softmax(1)).double()
     X = rows(6)
     with pytest.raises(ValueError, match="target"):
-        LocalExplainer(net, "shapley_value_sampling").attribute(X)
+        LocalAttributor(net, "shapley_value_sampling").attribute(X)
     state = torch.get_rng_state()
-    a = LocalExplainer(net, "shapley_value_sampling", 0.0, target="predicted", seed=1)
+    a = LocalAttributor(net, "shapley_value_sampling", 0.0, target="predicted", seed=1)
     first = a.attribute(X)
     assert torch.equal(torch.get_rng_state(), state)  # captum's draws do not touch the global RNG
     assert torch.equal(first.target, net(X).argmax(1))
-    b = LocalExplainer(net, "shapley_value_sampling", 0.0, target="predicted", seed=1)
+    b = LocalAttributor(net, "shapley_value_sampling", 0.0, target="predicted", seed=1)
     assert torch.equal(b.attribute(X).attributions, first.attributions)
     saved = copy.deepcopy(a.state_dict())
     nxt = a.attribute(X).attributions
-    c = LocalExplainer(net, "shapley_value_sampling", 0.0, target="predicted", seed=9)
+    c = LocalAttributor(net, "shapley_value_sampling", 0.0, target="predicted", seed=9)
     c.load_state_dict(saved)
     assert torch.equal(c.attribute(X).attributions, nxt)
-    fixed = LocalExplainer(net, "integrated_gradients", 0.0, target=2).attribute(X)
+    fixed = LocalAttributor(net, "integrated_gradients", 0.0, target=2).attribute(X)
     assert fixed.target.tolist() == [2] * 6
 
 
 def test_plugin_explains_then_updates_the_baseline():
     model = mlp()
-    exp = LocalExplainer(model, "integrated_gradients", ExpectationBaseline(20, seed=0))
+    exp = LocalAttributor(model, "integrated_gradients", ExpectationBaseline(20, seed=0))
     X = rows(8)
     assert exp.on_batch(Batch(0, 0, X, torch.zeros(8), model(X), model)) == {}  # empty store
     out = exp.on_batch(Batch(1, 8, X, torch.zeros(8), model(X), model))
@@ -133,17 +134,17 @@ def test_plugin_explains_then_updates_the_baseline():
 def test_bad_input():
     model = mlp()
     with pytest.raises(TypeError, match="nn.Module"):
-        LocalExplainer(lambda z: model(z), "deeplift")
+        LocalAttributor(lambda z: model(z), "deeplift")
     with pytest.raises(TypeError, match="takes no baselines"):
-        LocalExplainer(model, ca.Saliency)
+        LocalAttributor(model, ca.Saliency)
     with pytest.raises(ValueError, match="method must be one of"):
-        LocalExplainer(model, "lime")
+        LocalAttributor(model, "lime")
     with pytest.raises(ValueError, match="n_features=3"):
-        LocalExplainer(model, "integrated_gradients", [0.0, 0.0, 0.0]).attribute(rows(2))
+        LocalAttributor(model, "integrated_gradients", [0.0, 0.0, 0.0]).attribute(rows(2))
     with pytest.raises(ValueError, match="empty"):
-        LocalExplainer(model, "integrated_gradients", ExpectationBaseline()).attribute(rows(2))
+        LocalAttributor(model, "integrated_gradients", ExpectationBaseline()).attribute(rows(2))
     with pytest.raises(ValueError, match="not arguments"):
-        LocalExplainer(model, "integrated_gradients", method_kwargs={"n_step": 3})
+        LocalAttributor(model, "integrated_gradients", method_kwargs={"n_step": 3})
 
     def bad(z: torch.Tensor) -> torch.Tensor:
         out = z.sum(1)
@@ -154,13 +155,23 @@ def test_bad_input():
     X[:2, 0] = 0.0
     X[3, 0] = 0.0
     with pytest.raises(ValueError, match="input row 2 is not finite"):
-        LocalExplainer(bad, "shapley_value_sampling").attribute(X)
+        LocalAttributor(bad, "shapley_value_sampling").attribute(X)
     with pytest.raises(ValueError, match="baseline row 0 is not finite"):
-        LocalExplainer(bad, "shapley_value_sampling", 1.0).attribute(X[:2])
+        LocalAttributor(bad, "shapley_value_sampling", 1.0).attribute(X[:2])
     X[1, 3] = float("inf")
     with pytest.raises(ValueError, match="X row 1"):
-        LocalExplainer(model, "integrated_gradients").attribute(X)
+        LocalAttributor(model, "integrated_gradients").attribute(X)
     with pytest.raises(RuntimeError, match="completeness"):
-        LocalExplainer(
+        LocalAttributor(
             model, "integrated_gradients", 0.0, completeness_tol=1e-12, method_kwargs={"n_steps": 2}
         ).attribute(rows(3))
+
+
+def test_a_plug_in_outside_the_global_explainer_contract():
+    """Per-row attributions and no running importance: the runner takes it as it is, a
+    plug-in, and nothing mistakes it for a global explainer."""
+    exp = LocalAttributor(lambda z: z.sum(1), "shapley_value_sampling", 0.0)
+    assert isinstance(exp, PluginBase) and as_plugin(exp) is exp
+    assert not isinstance(exp, (Explainer, ExplainerBase))
+    assert not hasattr(exp, "explain") and not hasattr(exp, "importance")
+    assert exp.clone()._get_params() == exp._get_params()

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from torchstream.explain.ipdp2d import IncrementalPDP2D, h_squared
     from torchstream.explain.ipfi import IncrementalPFI
     from torchstream.explain.isage import IncrementalSAGE
-    from torchstream.explain.local import METHODS, LocalAttribution, LocalExplainer
+    from torchstream.explain.local import METHODS, LocalAttribution, LocalAttributor
     from torchstream.explain.smoothing import ExponentialSmoother, alpha_for_window
     from torchstream.explain.storage import (
         FrequencyStorage,
@@ -61,7 +61,7 @@ __all__ = [
     "IncrementalPFI",
     "IncrementalSAGE",
     "LocalAttribution",
-    "LocalExplainer",
+    "LocalAttributor",
     "MarginalImputer",
     "MaxDistanceBaseline",
     "NeutralBaseline",
@@ -89,7 +89,7 @@ __getattr__, __dir__ = lazy_names(__name__, {
     "torchstream.explain.ipdp2d": ("IncrementalPDP2D", "h_squared"),
     "torchstream.explain.ipfi": ("IncrementalPFI",),
     "torchstream.explain.isage": ("IncrementalSAGE",),
-    "torchstream.explain.local": ("METHODS", "LocalAttribution", "LocalExplainer"),
+    "torchstream.explain.local": ("METHODS", "LocalAttribution", "LocalAttributor"),
     "torchstream.explain.smoothing": ("ExponentialSmoother", "alpha_for_window"),
     "torchstream.explain.storage": (
         "FrequencyStorage", "FreshSampler", "GeometricReservoir", "RollingExtremes",

@@ -238,7 +238,7 @@ def compare_attributions(
     **kwargs: Any,
 ) -> dict[str, AblationResult]:
     """:func:`ablation_test` for several explainers (e.g. one
-    :class:`~torchstream.explain.local.LocalExplainer` per method and baseline), each
+    :class:`~torchstream.explain.local.LocalAttributor` per method and baseline), each
     attributing ``X`` in chunks of ``chunk`` rows; ``kwargs`` go to :func:`ablation_test`."""
     out = {}
     for name, explainer in explainers.items():

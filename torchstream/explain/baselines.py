@@ -45,7 +45,7 @@ the reference itself and is marked in :attr:`NeutralBaseline.last_fallback`.
 Every baseline gives, through ``baseline(X)``, a tensor ``[B, d]`` that captum's ``baselines=``
 accepts for the inputs ``X`` ``[B, d]``; ``baseline.sample(X, n)`` gives ``[n, B, d]`` (``n = 1``
 for deterministic baselines), so that an explainer can average over the draws of a stochastic
-baseline in one batched call (:class:`~torchstream.explain.local.LocalExplainer`).
+baseline in one batched call (:class:`~torchstream.explain.local.LocalAttributor`).
 
 References
 ----------

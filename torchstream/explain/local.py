@@ -1,6 +1,15 @@
 """Local feature attributions with captum and a streaming baseline.
 
-:class:`LocalExplainer` wraps a captum attribution method (Integrated Gradients, DeepLift,
+:class:`LocalAttributor` gives each row of a batch its own attributions (a
+:class:`LocalAttribution`); it is a runner plug-in (:class:`~torchstream.base.PluginBase`:
+``on_batch`` logs the batch's mean attribution per feature) and stands outside the global
+explainer contract (:class:`~torchstream.base.Explainer`): it has no ``explain(X, y)`` and no
+running ``importance`` of the stream, because an attribution belongs to one row and one
+baseline, not to the model over time. Global importance over time is what
+:class:`~torchstream.explain.IncrementalPFI` and :class:`~torchstream.explain.IncrementalSAGE`
+compute.
+
+:class:`LocalAttributor` wraps a captum attribution method (Integrated Gradients, DeepLift,
 KernelSHAP, Shapley value sampling, feature ablation, or any captum class whose ``attribute``
 takes ``baselines=``) and a baseline of :mod:`torchstream.explain.baselines`. For a batch
 ``X`` ``[B, d]``:
@@ -41,6 +50,7 @@ from typing import Any, Protocol, cast
 import captum.attr as ca
 import torch
 
+from torchstream.base import PluginBase
 from torchstream.explain._base import feature_names_for
 from torchstream.explain._groups import FeatureGroups, check_feature_groups
 from torchstream.explain._chain import deeplift_through_output
@@ -48,7 +58,7 @@ from torchstream.explain.baselines import Baseline, ConstantBaseline, _seeded
 from torchstream.learners.network import ClassProbabilities, LearnerNetwork
 from torchstream.typing import BatchView, ModelFn
 
-__all__ = ["METHODS", "LocalAttribution", "LocalExplainer"]
+__all__ = ["METHODS", "LocalAttribution", "LocalAttributor"]
 
 
 class _Attribution(Protocol):
@@ -127,8 +137,10 @@ class LocalAttribution:
     column_attributions: torch.Tensor | None = None
 
 
-class LocalExplainer:
-    """Captum attributions of a model against a streaming baseline.
+class LocalAttributor(PluginBase):
+    """An attributor, not an explainer: it returns per-row attributions (a
+    :class:`LocalAttribution`) of a model against a streaming baseline, with captum, and runs
+    as a plug-in outside the global-explainer contract (no ``explain``, no ``importance``).
 
     Parameters
     ----------
@@ -174,7 +186,7 @@ class LocalExplainer:
 
     >>> model = torch.nn.Linear(3, 1, bias=False)
     >>> _ = model.weight.data.copy_(torch.tensor([[1.0, -2.0, 0.5]]))
-    >>> exp = LocalExplainer(lambda z: model(z).squeeze(1), "shapley_value_sampling", 0.0)
+    >>> exp = LocalAttributor(lambda z: model(z).squeeze(1), "shapley_value_sampling", 0.0)
     >>> res = exp.attribute(torch.tensor([[1.0, 1.0, 2.0]]))
     >>> res.attributions.tolist(), res.delta.abs().item() < 1e-6
     ([[1.0, -2.0, 1.0]], True)
@@ -316,7 +328,7 @@ class LocalExplainer:
         if X.shape[0] == 0:
             raise ValueError("X has no rows")
         if self.model is None:
-            raise ValueError("LocalExplainer(None, ...) explains batch.learner as a runner "
+            raise ValueError("LocalAttributor(None, ...) explains batch.learner as a runner "
                              "plug-in; give a model to call attribute() directly")
         return self._attribute(X, self.model, target)
 
@@ -447,7 +459,7 @@ class LocalExplainer:
 
     def __repr__(self) -> str:
         return (
-            f"LocalExplainer(method={self.method_name!r}, baseline={self.baseline!r}, "
+            f"LocalAttributor(method={self.method_name!r}, baseline={self.baseline!r}, "
             f"n_samples={self.n_samples})"
         )
 

@@ -43,7 +43,7 @@ from torchstream.explain.baselines import (
     NeutralBaseline,
     UniformBaseline,
 )
-from torchstream.explain.local import LocalExplainer
+from torchstream.explain.local import LocalAttributor
 from torchstream.reproductions._comparison import Comparison
 from torchstream.reproductions._data import coded_table
 
@@ -151,7 +151,7 @@ def ablation_areas(
         Xt, yt = X[te][:n], y[te][:n]
         for bname, base in baselines(X[tr], seed).items():
             t0 = time.perf_counter()
-            exp = LocalExplainer(
+            exp = LocalAttributor(
                 model, method, base, n_samples=cfg["draws"], method_kwargs=kwargs, seed=seed
             )
             attr = torch.cat([exp(Xt[i : i + 50]) for i in range(0, n, 50)])

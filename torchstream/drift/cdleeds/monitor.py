@@ -38,7 +38,7 @@ class LocalChangeMonitor(PluginBase):
     detector
         A :class:`~torchstream.drift.cdleeds.CDLEEDS` (default: the paper's settings).
     explainer
-        A :class:`~torchstream.explain.local.LocalExplainer` whose model is the evaluated
+        A :class:`~torchstream.explain.local.LocalAttributor` whose model is the evaluated
         learner (or the same function); ``None``: only count what would be recomputed.
     monitored
         The observations ``[n, m]`` to keep explained, or a number ``n``: the first ``n`` rows
