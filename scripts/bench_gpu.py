@@ -44,7 +44,7 @@ import torch
 
 from torchstream.drift import ERICS
 from torchstream.explain import IncrementalPDP, IncrementalPFI, IncrementalSAGE
-from torchstream.learners import OnlineLearner
+from torchstream.learners import OnlineClassifier
 from torchstream.models import MLP, MLPHead, ProbitHead
 from torchstream.select import FIRES
 
@@ -136,7 +136,7 @@ def training(d: int = 100, k: int = 10, batch: int = 256) -> Workload:
             torch.manual_seed(0)
             return MLP(n, c, hidden=(128, 128))
 
-        learner = OnlineLearner(factory, lr=1e-3, device=str(device), seed=0,
+        learner = OnlineClassifier(factory, lr=1e-3, device=str(device), seed=0,
                                 classes=list(range(k)),
                                 **({"compile": True} if compile_ else {}))
         X, y = _batch(d, k, batch, device)
@@ -168,7 +168,7 @@ def fires_erics(head: str, d: int, batch: int = 100) -> Workload:
 
         def step() -> None:
             fires.learn(X, y)
-            erics.update()
+            erics.observe()
         return Setup(step, batch)
     return setup
 

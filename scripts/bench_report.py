@@ -18,7 +18,7 @@ import time
 
 import torch
 
-from torchstream.evaluate.plugins import Batch
+from torchstream.step import Batch
 from torchstream.report.reporter import DriftReporter
 
 

@@ -98,7 +98,7 @@ def measure(
             for t in range(n_batches):
                 head.learn(X[t * B : (t + 1) * B], y[t * B : (t + 1) * B])
                 for det in detectors.values():
-                    det.update()
+                    det.observe()
             for k, det in detectors.items():
                 res = classify(det.alert_steps, drifts, tolerance)
                 out.setdefault((name, k), []).append(res)

@@ -112,7 +112,7 @@ def test_cluster_invariants_and_routing(routing):
         x = X[t : t + 1]
         target = _expected_leaf(det, x[0]) if det.tree is not None else 0
         splits = det.tree.n_splits if det.tree is not None else 0
-        det.update(x, logistic(x))
+        det.observe(x, logistic(x))
         node = det.node_of(target)
         if node.children is None:
             assert torch.equal(node.W[-1], x[0])  # the row reached the predicted leaf
@@ -144,7 +144,7 @@ def test_ages_follow_the_parent_clock_at_every_depth():
     stale_visits = 0
     for t in range(X.shape[0]):
         before = {n.id: n.age for n, _ in det.tree.nodes()} if det.tree is not None else {}
-        det.update(X[t : t + 1], logistic(X[t : t + 1]))
+        det.observe(X[t : t + 1], logistic(X[t : t + 1]))
         root_age = det.tree.root.age
         for node, parent in det.tree.nodes():
             if parent is not None:
@@ -161,7 +161,7 @@ def test_age_pruning_happens_exactly_after_max_age():
     det = CDLEEDS(window=40, max_age=20)
     X, _ = blobs(200, [A, B], seed=2)
     for t in range(200):
-        det.update(X[t : t + 1], logistic(X[t : t + 1]))
+        det.observe(X[t : t + 1], logistic(X[t : t + 1]))
     root = det.tree.root
     assert root.children is not None and det.n_leaves == 2
     prunes = det.tree.n_prunes
@@ -170,7 +170,7 @@ def test_age_pruning_happens_exactly_after_max_age():
     last_b = b_leaf.age  # = the root's age when the B leaf last received a row
     pruned_at = None
     for t in range(60):
-        det.update(XA[t : t + 1], logistic(XA[t : t + 1]))
+        det.observe(XA[t : t + 1], logistic(XA[t : t + 1]))
         if root.children is None and pruned_at is None:
             pruned_at = root.age
     assert pruned_at == last_b + det.max_age
@@ -188,7 +188,7 @@ def test_local_change_only_in_the_changed_region():
     out[t0:] += 0.15 * (which[t0:] == 0)
     det = CDLEEDS()
     for t in range(t0):
-        det.update(X[t : t + 1], out[t : t + 1], baseline_pred=0.3)
+        det.observe(X[t : t + 1], out[t : t + 1], baseline_pred=0.3)
     assert det.n_leaves == 2
     mon, mon_which = blobs(20, [A, B], seed=5)
     det.monitor(mon)
@@ -196,7 +196,7 @@ def test_local_change_only_in_the_changed_region():
     queued = torch.zeros(20)
     tests = {0: [0, 0], 1: [0, 0]}  # blob -> [tests, rejections]
     for t in range(t0, t0 + n_post):
-        det.update(X[t : t + 1], out[t : t + 1], baseline_pred=0.3)
+        det.observe(X[t : t + 1], out[t : t + 1], baseline_pred=0.3)
         for leaf_id, p in det.last_tests:
             blob = int(det.node_of(leaf_id).centroid[0] > 0.5)
             tests[blob][0] += 1
@@ -223,7 +223,7 @@ def test_stationary_stream_false_alarms():
     X, _ = blobs(6000, [A, B], seed=6)
     det = CDLEEDS()
     for t in range(X.shape[0]):
-        det.update(X[t : t + 1], logistic(X[t : t + 1]))
+        det.observe(X[t : t + 1], logistic(X[t : t + 1]))
     assert det.n_leaves == 2
     assert det.n_rejections / det.n_tests <= 0.02
     assert len(det.alert_steps) / det.n_updates <= 0.02
@@ -240,7 +240,7 @@ def _uniform(n: int, d: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
 def _run(det: CDLEEDS, X: torch.Tensor, out: torch.Tensor) -> int:
     alarms = 0
     for t in range(X.shape[0]):
-        det.update(X[t : t + 1], out[t : t + 1])
+        det.observe(X[t : t + 1], out[t : t + 1])
         alarms += det.drift_detected
     return alarms
 
@@ -279,7 +279,7 @@ def test_local_change_on_a_uniform_stream():
     first = None
     tests_out = rejections_out = flagged_in = 0
     for t in range(X.shape[0]):
-        det.update(X[t : t + 1], out[t : t + 1])
+        det.observe(X[t : t + 1], out[t : t + 1])
         if t < t0:
             continue
         if det.drift_detected and first is None:
@@ -309,7 +309,7 @@ def test_global_drift_after_abrupt_change():
     out[t0:] = 1.0 - out[t0:]  # the concept flips everywhere
     det = CDLEEDS(refractory=200)
     for t in range(X.shape[0]):
-        det.update(X[t : t + 1], out[t : t + 1])
+        det.observe(X[t : t + 1], out[t : t + 1])
     after = [a for a in det.alert_steps if a >= t0]
     assert after and after[0] - t0 <= 150
     assert det.global_p_values.numel() == 1
@@ -319,7 +319,7 @@ def test_batches_route_rows_with_masks():
     X, _ = blobs(1200, [A, B], seed=8)
     det = CDLEEDS()
     for t in range(0, 1200, 20):
-        det.update(X[t : t + 20], logistic(X[t : t + 20]))
+        det.observe(X[t : t + 20], logistic(X[t : t + 20]))
     assert det.n_updates == 60 and det.n_leaves == 2
     leaf = det.assign(torch.tensor([A, B], dtype=F64))
     assert leaf[0] != leaf[1]
@@ -335,7 +335,7 @@ def test_checkpoint_resume_is_exact(reset):
     out[400:] += 0.2
     det = CDLEEDS(window=60, max_age=30, reset_on_drift=reset)
     for t in range(300):
-        det.update(X[t : t + 1], out[t : t + 1])
+        det.observe(X[t : t + 1], out[t : t + 1])
     det.monitor(X[:10])
     buf = io.BytesIO()
     torch.save(det.state_dict(), buf)
@@ -364,17 +364,17 @@ def test_bad_input():
     with pytest.raises(TypeError, match="reset_on_drift"):
         CDLEEDS(reset_on_drift=1)
     with pytest.raises(ValueError, match="X must have shape"):
-        det.update(torch.zeros(3), torch.zeros(3))
+        det.observe(torch.zeros(3), torch.zeros(3))
     with pytest.raises(ValueError, match="y_pred"):
-        det.update(torch.zeros(3, 2), torch.zeros(4))
+        det.observe(torch.zeros(3, 2), torch.zeros(4))
     with pytest.raises(ValueError, match="baseline_pred"):
-        det.update(torch.zeros(3, 2), torch.zeros(3, 2), torch.zeros(3))
+        det.observe(torch.zeros(3, 2), torch.zeros(3, 2), torch.zeros(3))
     with pytest.raises(ValueError, match="not finite"):
-        det.update(torch.zeros(2, 2), torch.tensor([0.0, math.nan]))
+        det.observe(torch.zeros(2, 2), torch.tensor([0.0, math.nan]))
     with pytest.raises(ValueError, match="no neighbourhoods"):
         det.detect_local_change()
-    det.update(torch.zeros(2, 2), torch.zeros(2))
+    det.observe(torch.zeros(2, 2), torch.zeros(2))
     with pytest.raises(ValueError, match="3 features"):
-        det.update(torch.zeros(2, 3), torch.zeros(2))
+        det.observe(torch.zeros(2, 3), torch.zeros(2))
     with pytest.raises(ValueError, match="outputs"):
-        det.update(torch.zeros(2, 2), torch.zeros(2, 2))
+        det.observe(torch.zeros(2, 2), torch.zeros(2, 2))

@@ -10,7 +10,7 @@ import matplotlib
 import torch
 
 from torchstream.drift.cdleeds import CDLEEDS, LocalChangeMonitor
-from torchstream.evaluate import Batch
+from torchstream.step import Batch
 from torchstream.evaluate.runner import Evaluator
 from torchstream.explain.baselines import ConstantBaseline
 from torchstream.explain.local import LocalAttributor

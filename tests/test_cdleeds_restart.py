@@ -22,7 +22,7 @@ def blob_stream(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 def run(det: CDLEEDS, X: torch.Tensor, out: torch.Tensor, check_tests: bool = False) -> None:
     for t in range(X.shape[0]):
-        det.update(X[t : t + 1], out[t : t + 1])
+        det.observe(X[t : t + 1], out[t : t + 1])
         if check_tests:  # every test of this update used the rows since the last restart only
             leaves = {leaf.id: leaf for leaf in det.tree.leaves()}
             for leaf_id, p in det.last_tests:
@@ -64,7 +64,7 @@ def test_restart_clears_the_leaf_p_values_and_keeps_the_clustering():
     for t in range(X.shape[0]):
         leaves_before = [leaf.id for leaf in det.tree.leaves()] if det.tree is not None else []
         since = 0 if det.tree is None else det.tree.test_from
-        det.update(X[t : t + 1], out[t : t + 1])
+        det.observe(X[t : t + 1], out[t : t + 1])
         if det.drift_detected and t >= 1000:
             alerted_at = t
             break
@@ -72,16 +72,16 @@ def test_restart_clears_the_leaf_p_values_and_keeps_the_clustering():
     # the alerting update's p-values (its local changes) are still there for
     # detect_local_change(): the restart waits for the next update
     assert det.tree.test_from == since and not np.isnan(det.leaf_p_values.numpy()).any()
-    det.update(X[alerted_at + 1 : alerted_at + 2], out[alerted_at + 1 : alerted_at + 2])
+    det.observe(X[alerted_at + 1 : alerted_at + 2], out[alerted_at + 1 : alerted_at + 2])
     assert det.tree.test_from == alerted_at + 1  # the rows after the alert
     assert [leaf.id for leaf in det.tree.leaves()] == leaves_before  # the clustering is kept
     assert np.isnan(det.leaf_p_values.numpy()).all()
     assert not det.leaf_change.any()
     # the next tests need 4 rows after the alert per leaf: NaN until then
     for t in range(alerted_at + 2, alerted_at + 7):
-        det.update(X[t : t + 1], out[t : t + 1])
+        det.observe(X[t : t + 1], out[t : t + 1])
         for _, p in det.last_tests:
             assert np.isnan(p.numpy()).all()
     for t in range(alerted_at + 7, alerted_at + 12):
-        det.update(X[t : t + 1], out[t : t + 1])
+        det.observe(X[t : t + 1], out[t : t + 1])
     assert not np.isnan(det.leaf_p_values.numpy()).any()

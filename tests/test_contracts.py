@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import math
-import warnings
 
 import pytest
 import torch
@@ -32,9 +31,10 @@ from torchstream.drift import (
     LocalChangeMonitor,
     PDPDriftDetector,
 )
-from torchstream.evaluate import Batch, Evaluator
+from torchstream.evaluate import Evaluator
+from torchstream.step import Batch
 from torchstream.explain import IncrementalPDP, IncrementalPFI, IncrementalSAGE
-from torchstream.learners import OnlineLearner, RiverLearner
+from torchstream.learners import OnlineClassifier, RiverLearner
 from torchstream.models.distributional import ProbitHead
 from torchstream.select import FIRES, FIRESSelector
 from torchstream.sinks import History
@@ -96,18 +96,6 @@ def test_explainer_contract(name):
     torch.testing.assert_close(fresh.importance, exp.importance, rtol=0, atol=0, equal_nan=True)
 
 
-def test_ipdp_importance_call_is_deprecated_but_works():
-    exp = EXPLAINERS["ipdp"]()
-    for X, _ in batches(2):
-        exp.explain(X)
-    with pytest.warns(DeprecationWarning, match="importance is a property"):
-        value = exp.importance()
-    assert value == exp.score == exp.importance[1].item()
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        assert (exp.importance * 2)[1].item() == 2 * exp.score  # no warning without a call
-
-
 # ---------------------------------------------------------------------------- detectors
 class _Threshold:
     """A river-style change detector: alarms when a value exceeds 0.5."""
@@ -138,7 +126,7 @@ def test_error_detector_alerts_are_rows():
     wrong = right.clone()
     wrong[4] = torch.tensor([0.1, 0.9])  # row 4 of the third batch is mispredicted
     for p in (right, right, wrong):
-        assert det.update(y, p) is None
+        assert det.observe(y, p) is None
     assert det.alerts == [24] and det.drift_detected
     twin = det.clone()
     assert twin.alerts == [] and twin.n_rows == 0 and twin._settings() == det._settings()
@@ -153,7 +141,7 @@ def test_pdp_drift_detector_alerts_are_rows():
     det = PDPDriftDetector(EXPLAINERS["ipdp"](), _Third())
     assert isinstance(det, DriftDetector)
     for X, y in batches(4):
-        assert det.update(X, y) is None
+        assert det.explain(X, y) is None
     assert det.alerts == [29] and det.drift_positions == [30]
     fresh = det.clone()
     assert fresh.alerts == [] and fresh.explainer.n_explained == 0
@@ -167,7 +155,7 @@ def test_erics_alerts_are_rows():
     assert isinstance(erics, DriftDetector)
     mu, sigma = torch.zeros(4, dtype=torch.float64), torch.ones(4, dtype=torch.float64)
     for t in range(4):  # a jump of the mean at the third snapshot only
-        assert erics.update(mu + (3.0 if t == 2 else 0.0), sigma, rows=B) is None
+        assert erics.observe(mu + (3.0 if t == 2 else 0.0), sigma, rows=B) is None
     assert 2 in erics.alert_steps
     assert erics.alerts == [s * B + B - 1 for s in erics.alert_steps]
     assert [a for a, s in zip(erics.alerts, erics.alert_steps) if s == 2] == [29]
@@ -198,7 +186,7 @@ def test_cdleeds_alerts_are_rows():
         x = centres[torch.arange(B) % 2] + 0.05 * torch.randn(B, 2, generator=g,
                                                                dtype=torch.float64)
         shift = 0.5 * (torch.arange(B) % 2) if t >= 60 else torch.zeros(B)
-        assert det.update(x, torch.sigmoid(x.sum(1)) + shift) is None
+        assert det.observe(x, torch.sigmoid(x.sum(1)) + shift) is None
     assert det.alert_steps and det.n_rows == 120 * B
     assert det.alerts == [s * B + B - 1 for s in det.alert_steps]
     fresh = det.clone()
@@ -276,7 +264,7 @@ def test_learner_contract(make):
 
 
 def test_online_learner_learn_returns_none_and_keeps_the_loss():
-    learner = OnlineLearner(torch.nn.Linear(D, 2), task="classification", classes=[0, 1])
+    learner = OnlineClassifier(torch.nn.Linear(D, 2), classes=[0, 1])
     X, y = batches(1)[0]
     assert math.isnan(learner.last_loss)
     with torch.no_grad():

@@ -19,7 +19,7 @@ from torchstream.checkpoint import load_checkpoint, save_checkpoint
 from torchstream.cli import main
 from torchstream.drift import ERICS
 from torchstream.explain import IncrementalPDP, IncrementalPFI, IncrementalSAGE, LocalAttributor
-from torchstream.learners import DivergenceError, OnlineLearner
+from torchstream.learners import DivergenceError, OnlineClassifier
 from torchstream.models import MLP, MLPHead, ProbitHead
 from torchstream.select import FIRES
 
@@ -140,13 +140,13 @@ def test_compiled_ipdp_on_cuda_equals_eager(dtype):
 
 
 def test_compiled_learner_on_cuda_equals_eager():
-    """OnlineLearner(compile=True) on CUDA: the eager learner's predictions and weights after
+    """OnlineClassifier(compile=True) on CUDA: the eager learner's predictions and weights after
     40 steps, within float32 rounding of fused kernels summed in another order."""
     X, y = _data(320, 6, 3)
     X = X.float()
     runs = {}
     for c in (False, True):
-        learner = OnlineLearner(lambda n, k: MLP(n, k, hidden=(16,)), lr=0.01, seed=0,
+        learner = OnlineClassifier(lambda n, k: MLP(n, k, hidden=(16,)), lr=0.01, seed=0,
                                 device=GPU, classes=[0, 1, 2], compile=c)
         for i in range(0, 320, 8):
             learner.learn(X[i:i + 8].to(GPU), y[i:i + 8].to(GPU))
@@ -197,7 +197,7 @@ def test_probit_head_fires_erics_on_cuda_equal_cpu():
         fires, erics = FIRES(head, n_selected=2), ERICS(head)
         for i in range(0, 400, 20):
             fires.learn(X[i:i + 20].to(device), y[i:i + 20].to(device))
-            erics.update()
+            erics.observe()
         out[key] = (fires, erics)
     _close(out["gpu"][0].raw_weights, out["cpu"][0].raw_weights)
     assert out["gpu"][0].selected.tolist() == out["cpu"][0].selected.tolist()
@@ -240,7 +240,7 @@ def test_monte_carlo_head_on_cuda_is_reproducible_and_resumes(tmp_path):
 
 def test_online_learner_divergence_check_on_cuda():
     """The divergence guard's one stacked read works on the device and names the row."""
-    learner = OnlineLearner(lambda n, c: MLP(n, c, hidden=(8,)), lr=0.01, seed=0,
+    learner = OnlineClassifier(lambda n, c: MLP(n, c, hidden=(8,)), lr=0.01, seed=0,
                             device=GPU, classes=[0, 1])
     X = torch.randn(32, 3, device=GPU)
     y = (X[:, 0] > 0).long()

@@ -26,9 +26,9 @@ import torch
 
 from river import drift
 
-from torchstream import OnlineLearner, Prequential
+from torchstream import OnlineClassifier, Prequential
 from torchstream.drift import ErrorDetector
-from torchstream.evaluate.plugins import Batch
+from torchstream.step import Batch
 from torchstream.report.reporter import DriftReporter
 from torchstream.explain.ipfi import IncrementalPFI
 from torchstream.models import MLP
@@ -47,7 +47,7 @@ def _run(kind: str, seed: int = 0, detect: bool = False) -> DriftReporter:
     if kind == "virtual":
         X[N:, 2] += 1.0  # the labels depend on x_0 only: P(y | x) unchanged
     stream = from_numpy(X, y, task="classification")
-    learner = OnlineLearner(lambda d, k: MLP(d, k, hidden=(16,)), lr=0.05, seed=seed)
+    learner = OnlineClassifier(lambda d, k: MLP(d, k, hidden=(16,)), lr=0.05, seed=seed)
     ipfi = IncrementalPFI(None, "zero_one", 3, alpha=0.02, feature_names=stream.schema, seed=seed)
     if detect:  # DDM on the 0/1 errors; its alarm row opens the report (window: see below)
         det = ErrorDetector(drift.binary.DDM())
@@ -135,6 +135,7 @@ class _Stub:
 class _Detector:
     def __init__(self) -> None:
         self.alerts: list[int] = []
+        self.new_alerts: list[int] = []  # the alarms of the last batch
         self.name = "det"
 
 
@@ -144,8 +145,8 @@ def _feed(rep: DriftReporter, stub: _Stub, det: _Detector, row: int) -> None:
     stub.value = torch.tensor([float(row + 1) if row < 4 else 10.0, 0.0])
     x0 = float(row % 2) + (5.0 if row >= 4 else 0.0)
     X = torch.tensor([[x0, 1.0]])
-    if row == 5:
-        det.alerts.append(4)
+    det.new_alerts = [4] if row == 5 else []
+    det.alerts += det.new_alerts
     rep.on_batch(Batch(row, row, X, torch.zeros(1), torch.tensor([math.sqrt(row)]), None))
 
 

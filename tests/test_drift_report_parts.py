@@ -16,13 +16,13 @@ import numpy as np
 import pytest
 import torch
 
-from torchstream import OnlineLearner, Prequential
+from torchstream import OnlineClassifier, Prequential
 from torchstream.drift import ERICS
 from torchstream.drift.cdleeds import CDLEEDS, LocalChangeMonitor
 from torchstream.report.format import from_json
 from torchstream.report.pd import pd_curves, pd_grids
 from torchstream.report.stats import curve_difference
-from torchstream.evaluate.plugins import Batch
+from torchstream.step import Batch
 from torchstream.report.reporter import DriftReporter
 from torchstream.explain.ipdp import IncrementalPDP
 from torchstream.explain.ipfi import IncrementalPFI
@@ -131,7 +131,7 @@ def _stream(seed: int = 0):
 def full() -> tuple[DriftReporter, ERICS, list]:
     torch.manual_seed(0)
     stream = _stream()
-    learner = OnlineLearner(lambda d, k: MLP(d, k, hidden=(16,)), lr=0.05, seed=0)
+    learner = OnlineClassifier(lambda d, k: MLP(d, k, hidden=(16,)), lr=0.05, seed=0)
     ipfi = IncrementalPFI(None, "zero_one", 3, alpha=0.02, feature_names=stream.schema, seed=0)
     pdps = [IncrementalPDP(None, f, feature_names=stream.schema, alpha=0.02, seed=0)
             for f in ("x1", "x2")]

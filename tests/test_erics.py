@@ -21,7 +21,7 @@ def _jump(erics, T, t0=100, K=5):
     before, after, sigma = torch.zeros(K, dtype=F64), torch.zeros(K, dtype=F64), torch.ones(K)
     after[0] = 1.0
     for t in range(T):
-        erics.update(after if t >= t0 else before, sigma)
+        erics.observe(after if t >= t0 else before, sigma)
     return erics
 
 

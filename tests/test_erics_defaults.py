@@ -103,7 +103,7 @@ def test_one_report_per_jump_and_warm_up_follows_the_threshold():
         mu[0] = 1.0 if t >= 30 else 0.0
         mu[1] = 1.0 if t >= 200 else 0.0
         for det in (e, raw):
-            det.update(mu, torch.ones(3, dtype=F64))
+            det.observe(mu, torch.ones(3, dtype=F64))
     # without warm-up and cool-down: an alert at every step while a jump is in the W window
     assert raw.alert_steps == list(range(30, 80)) + list(range(200, 250))
     assert e.alert_steps == [200] and e.partial_alerts == [(200, 1)]
@@ -126,7 +126,7 @@ def test_no_start_up_storm_on_a_probit_head():
         for t in range(200):
             head.learn(X[t * B : (t + 1) * B], y[t * B : (t + 1) * B])
             for det in (e, raw, ref):
-                det.update()
+                det.observe()
         assert sum(t < 60 for t in raw.alert_steps) >= 45, raw.alert_steps
         startup = [t for t in ref.alert_steps if t < 60]
         assert len(startup) >= 20 and all(b - a >= 2 for a, b in zip(startup, startup[1:]))

@@ -17,7 +17,7 @@ from torchstream.evaluate import (
     PeriodicHoldout,
     Prequential,
 )
-from torchstream.learners import OnlineLearner, RiverLearner
+from torchstream.learners import OnlineClassifier, RiverLearner
 from torchstream.models import MLP
 from torchstream.streams import SEA, from_numpy, from_river
 
@@ -172,7 +172,7 @@ def test_c15_several_predictors_same_rows_and_reproducible():
 
     def make():
         return {
-            "mlp": OnlineLearner(lambda d, k: MLP(d, k, hidden=(8,)), lr=0.05, seed=0),
+            "mlp": OnlineClassifier(lambda d, k: MLP(d, k, hidden=(8,)), lr=0.05, seed=0),
             "constant": Constant(),
         }
 
@@ -206,7 +206,7 @@ def test_checkpoint_resume_is_exact(tmp_path, strategy):
             "prequential": {}}[strategy]
 
     def make():
-        return Evaluator(OnlineLearner(lambda d, k: MLP(d, k, hidden=(8,)), lr=0.05, seed=0),
+        return Evaluator(OnlineClassifier(lambda d, k: MLP(d, k, hidden=(8,)), lr=0.05, seed=0),
                          stream, strategy=strategy, strategy_args=args, batch_size=10,
                          label_delay=(0, 3), seed=1)
 
@@ -278,7 +278,7 @@ def test_c17_error_detector_polarity():
     det = ErrorDetector(drift.binary.DDM())
     Evaluator(Constant(), stream, batch_size=10, plugins=[det]).run()
     assert det.drift_steps and min(det.drift_steps) >= 50
-    assert det.drift_positions[0] >= 500
+    assert det.alerts[0] >= 500
 
 
 def test_noise_variability_plugin_in_the_loop():
@@ -358,7 +358,7 @@ def test_errors_inside_measures_propagate():
 
 def test_memory_per_step_and_model_complexity():
     stream = SEA(seed=3, n_samples=200)
-    learner = OnlineLearner(lambda d, k: MLP(d, k, hidden=(8,)), lr=0.05, seed=0)
+    learner = OnlineClassifier(lambda d, k: MLP(d, k, hidden=(8,)), lr=0.05, seed=0)
     result = Evaluator(learner, stream, batch_size=20, track_memory=True).run()
     frame = result.to_frame()
     assert (frame["memory_mb"] > 0).all() and len(frame) == 10

@@ -136,7 +136,7 @@ def test_check17_abrupt_drift_is_detected():
             ref, paper = _erics_pair()
             for X, y in stream(seed, 320, drift=drift):
                 ref.learn(X, y)
-                paper.update()
+                paper.observe()
             if drift is None:
                 stationary_counts.append(_count(ref.alert_steps, 300, 320))
                 continue
@@ -189,7 +189,7 @@ def test_check19_virtual_drift_is_quiet(kind):
         ref, paper = _erics_pair()
         for X, y in stream(seed, 230, drift=200, kind=kind):
             ref.learn(X, y)
-            paper.update()
+            paper.observe()
         assert _count(ref.alert_steps, 200, 230) <= 1, (seed, ref.alert_steps)
         assert _count(paper.alert_steps, 200, 230) <= 1, (seed, paper.alert_steps)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import run_outputs  # noqa: E402
+import run_outputs
 
 
 def _differences(old: object, new: object, where: str = "") -> list[str]:

@@ -29,7 +29,7 @@ import torch
 from tensorboard.backend.event_processing.event_multiplexer import EventMultiplexer
 
 from torchstream.cli import main
-from torchstream.evaluate.plugins import Batch
+from torchstream.step import Batch
 from torchstream.explain import IncrementalInteraction
 from torchstream.explain.storage import FreshSampler
 

@@ -443,7 +443,7 @@ def test_chunked_calls_and_x_untouched():
 def test_warm_up_waits_for_two_values():
     """No explanation while the rolling range holds fewer than two values; then a degenerate
     range (min == max) gives a one-point grid (tests/test_explainer_batch_checks.py)."""
-    from torchstream.evaluate.plugins import Batch
+    from torchstream.step import Batch
 
     f = linear([2.0, 1.0])
     ipdp = IncrementalPDP(None, 0, grid_size=5, alpha=0.1)
@@ -577,7 +577,7 @@ def test_pdp_drift_detector_custom_detector_and_checkpoint(tmp_path):
 
 # ---------------------------------------------------------------------------- plug-in
 def test_plugins_inside_prequential_log_to_history():
-    from torchstream import OnlineLearner, Prequential
+    from torchstream import OnlineRegressor, Prequential
     from torchstream.models import MLP
     from torchstream.sinks import History
     from torchstream.streams import from_numpy
@@ -586,7 +586,7 @@ def test_plugins_inside_prequential_log_to_history():
     X = rng.normal(size=(640, 3))
     y = X[:, 0] - 2 * X[:, 1] + 0.1 * rng.normal(size=640)
     stream = from_numpy(X, y, feature_names=["a", "b", "c"], task="regression")
-    learner = OnlineLearner(lambda d, k: MLP(d, k, hidden=(8,)), task="regression", lr=0.01,
+    learner = OnlineRegressor(lambda d, k: MLP(d, k, hidden=(8,)), lr=0.01,
                             seed=0)
     ipdp = IncrementalPDP(None, 1, feature_names=["a", "b", "c"], alpha=0.05, grid_size=8)
     detector = PDPDriftDetector(IncrementalPDP(None, "a", feature_names=["a", "b", "c"],

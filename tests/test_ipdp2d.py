@@ -22,7 +22,7 @@ import torch
 from sklearn.ensemble import GradientBoostingRegressor
 from sklearn.inspection import partial_dependence
 
-from torchstream.evaluate.plugins import Batch
+from torchstream.step import Batch
 from torchstream.explain.ipdp2d import IncrementalPDP2D, h_squared
 
 F64 = torch.float64

@@ -19,10 +19,10 @@ import pytest
 import torch
 from tensorboard.backend.event_processing.event_multiplexer import EventMultiplexer
 
-from torchstream import OnlineLearner, Prequential
+from torchstream import OnlineClassifier, Prequential
 from torchstream.cli import main
 from torchstream.reproductions import _runner
-from torchstream.evaluate.plugins import Batch
+from torchstream.step import Batch
 from torchstream.report.reporter import DriftReporter
 from torchstream.explain import IncrementalPFI
 from torchstream.models import MLP
@@ -221,7 +221,7 @@ def test_pd_of_the_report_equals_the_pd_of_its_column_now():
     n, drift, window = 1200, 600, 200
     stream = make_synthetic("agrawal-drift", n_samples=n, seed=0)
     X, columns = _stream_rows(n)
-    learner = OnlineLearner(MLP, lr=0.005, scale_inputs=True, seed=0)
+    learner = OnlineClassifier(MLP, lr=0.005, scale_inputs=True, seed=0)
     ipfi = IncrementalPFI(None, "cross_entropy", len(columns), feature_names=columns,
                           alpha=2 / window, seed=0)
     opened = _Snapshot(drift + 4)  # the reporter opens the report at the batch past the row

@@ -46,7 +46,7 @@ LAYER_NAMES = ("data", "models", "learners", "algorithms", "evaluate", "report",
 LAYERS: dict[str, str] = {
     "_version": "data", "_deprecation": "data", "base": "data", "checkpoint": "data",
     "_lazy": "data", "compiling": "data", "devices": "data", "files": "data",
-    "losses": "data", "schema": "data", "streams": "data", "typing": "data",
+    "losses": "data", "schema": "data", "step": "data", "streams": "data", "typing": "data",
     "models": "models",
     "learners": "learners",
     "explain": "algorithms", "select": "algorithms", "drift": "algorithms",

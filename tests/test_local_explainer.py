@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from torchstream.base import Explainer, ExplainerBase, PluginBase, as_plugin
-from torchstream.evaluate import Batch
+from torchstream.step import Batch
 from torchstream.explain.baselines import (
     ConstantBaseline,
     ExpectationBaseline,

@@ -197,7 +197,7 @@ def _erics_run(groups: dict[str, list[int]] | None, steps: int = 300) -> ERICS:
     for t in range(steps):
         if t >= 100:  # the one-hot block 2..4 moves: two categories swap sign
             mu[2], mu[3] = 0.8, -0.8
-        erics.update(mu, torch.ones(5, dtype=F64))
+        erics.observe(mu, torch.ones(5, dtype=F64))
     return erics
 
 
@@ -221,7 +221,7 @@ def test_erics_group_score_is_eq8_on_the_group_columns() -> None:
     for t in range(101):
         if t >= 100:
             mu[2], mu[3] = 0.8, -0.8
-        erics.update(mu, torch.ones(5, dtype=F64))
+        erics.observe(mu, torch.ones(5, dtype=F64))
     ma = erics.feature_partial_ma
     assert ma is not None and erics.partial_ma is not None
     assert ma.tolist() == pytest.approx([0.0, 0.0, 1.28 / 40], abs=1e-12)

@@ -23,9 +23,9 @@ import numpy as np
 import pytest
 import torch
 
-from torchstream import OnlineLearner, Prequential
+from torchstream import OnlineRegressor, Prequential
 from torchstream.report.format import from_json
-from torchstream.evaluate.plugins import Batch
+from torchstream.step import Batch
 from torchstream.report.reporter import DriftReporter
 from torchstream.explain import IncrementalInteraction
 from torchstream.models import MLP
@@ -144,8 +144,7 @@ def moved() -> DriftReporter:
     y = X[:, 0] * X[:, 1] + X[:, 2]
     y[N:] = X[N:, 0] + X[N:, 1] * X[N:, 2]
     stream = from_numpy(X, y, task="regression")
-    learner = OnlineLearner(lambda d, k: MLP(d, k, hidden=(32, 32)), task="regression",
-                            lr=0.01, seed=0)
+    learner = OnlineRegressor(lambda d, k: MLP(d, k, hidden=(32, 32)), lr=0.01, seed=0)
     inter = IncrementalInteraction(None, "mse", 3, alpha=0.005, feature_names=stream.schema,
                                    seed=0)
     reporter = DriftReporter([inter], window=WINDOW, known_drifts=[N], interactions=[inter])

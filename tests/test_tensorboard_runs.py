@@ -16,14 +16,16 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from tensorboard.backend.event_processing.event_multiplexer import EventMultiplexer
 from tensorboard.plugins.custom_scalar.layout_pb2 import Layout
 
-from torchstream import OnlineLearner, Prequential
+from torchstream import OnlineClassifier, Prequential
 from torchstream.base import DriftDetectorBase
 from torchstream.explain import IncrementalPFI, IncrementalSAGE
 from torchstream.models import MLP
 from torchstream.sinks import History, TensorBoardSink
 from torchstream.sinks.base import escape_run_name, unescape_run_name
 from torchstream.sinks.tensorboard import ExplanationLog
+from torchstream.step import StepRecord
 from torchstream.streams import agrawal_drift
+from torchstream.typing import BatchView
 from torchstream.viz.importance import FIGURE_TAG, explanation_figures, plot_explanations
 
 N, DRIFT, BATCH, LOG_EVERY = 400, 200, 8, 5
@@ -36,12 +38,9 @@ class AlarmAt(DriftDetectorBase):
         super().__init__()
         self.starts = starts
 
-    def update(self, start: int, n_rows: int) -> None:
-        self._alarm(start in self.starts, n_rows, start=start)
-
-    def on_batch(self, batch: object) -> dict[str, float]:
-        self.update(batch.start, batch.X.shape[0])
-        return {}
+    def update(self, batch: BatchView) -> None:
+        first = self._advance(batch.size, batch.start)
+        self._alarm([first + batch.size - 1] if batch.start in self.starts else [])
 
 
 def _runs(logdir: Path) -> dict[str, EventAccumulator]:
@@ -57,7 +56,7 @@ def explained(tmp_path_factory) -> tuple[Path, list[str], AlarmAt]:
     logdir = tmp_path_factory.mktemp("tb")
     stream = agrawal_drift(n_samples=N, position=DRIFT)
     columns = list(stream.schema.columns)
-    learner = OnlineLearner(lambda d, k: MLP(d, k, hidden=(8,)), lr=0.01, scale_inputs=True,
+    learner = OnlineClassifier(lambda d, k: MLP(d, k, hidden=(8,)), lr=0.01, scale_inputs=True,
                             seed=0)
     detector = AlarmAt((200, 232))  # alert rows 207 (between logged steps) and 239 (the last
     #                                 row of a logged batch: rows seen 240)
@@ -66,8 +65,7 @@ def explained(tmp_path_factory) -> tuple[Path, list[str], AlarmAt]:
                IncrementalSAGE(None, "cross_entropy", len(columns), feature_names=columns,
                                alpha=0.05, seed=0),
                detector]
-    sink = TensorBoardSink(logdir, run="mlp", explainers=["ipfi", "isage"],
-                           figures=explanation_figures, figure_every=160)
+    sink = TensorBoardSink(logdir, run="mlp", figures=explanation_figures, figure_every=160)
     runner = Prequential(learner, stream, batch_size=BATCH, plugins=plugins, sinks=[sink],
                          log_every=LOG_EVERY)
     runner.run()
@@ -159,9 +157,10 @@ def test_escape_keeps_distinct_names_distinct_and_rejects_empty():
 
 
 def test_odd_feature_names_become_escaped_runs(tmp_path):
-    with TensorBoardSink(tmp_path, explainers=["ipfi"]) as sink:
+    with TensorBoardSink(tmp_path) as sink:
         for step in (10, 20):
-            sink.log_scalars(step, {"ipfi/price/m²": 0.5, "ipfi/..": 0.25, "loss": 1.0})
+            sink.log_step(StepRecord(step // 10, step - 10, step, True, {"loss": 1.0},
+                                     importance={"ipfi": {"price/m²": 0.5, "..": 0.25}}))
     runs = _runs(tmp_path)
     assert set(runs) == {"run", "feature/price%2Fm%C2%B2", "feature/%2E."}
     features = {unescape_run_name(r.split("/", 1)[1]) for r in runs if r != "run"}
@@ -208,16 +207,22 @@ def test_explanation_figure_draws_features_drifts_and_alarms():
 
 
 def test_resume_keeps_the_explanation_record(tmp_path):
-    first = TensorBoardSink(tmp_path, explainers=["ipfi"], figure_every=100)
-    first.log_config({"stream": {"drift_positions": [50]}})
-    first.log_scalars(40, {"ipfi/a": 0.5, "alarms/d": 1.0})
+    first = TensorBoardSink(tmp_path, figure_every=100)
+    first.log_step(StepRecord(0, 0, 40, True, importance={"ipfi": {"a": 0.5}},
+                              alerts={"d": (39,)}, alarm_counts={"d": 1}, n_known_drifts=0))
+    first.log_step(StepRecord(1, 40, 60, False, alerts={"d": ()}, alarm_counts={"d": 1},
+                              known_drifts=(50,), n_known_drifts=1))
     state = first.state_dict()
     first.close()
-    second = TensorBoardSink(tmp_path, explainers=["ipfi"], figure_every=100)
+    second = TensorBoardSink(tmp_path, figure_every=100)
     second.load_state_dict(state)
-    second.log_scalars(80, {"ipfi/a": 0.25, "alarms/d": 1.0})  # still one alarm
-    second.log_scalars(90, {"alarms/d": 2.0})  # the second, at row 90
+    assert second.explainers == ("ipfi",)
+    second.log_step(StepRecord(2, 60, 80, True, importance={"ipfi": {"a": 0.25}},
+                               alerts={"d": ()}, alarm_counts={"d": 1},
+                               n_known_drifts=1))  # still one alarm
+    second.log_step(StepRecord(3, 80, 91, False, alerts={"d": (90,)}, alarm_counts={"d": 2},
+                               n_known_drifts=1))  # the second, at row 90
     log = second.explanation_log()
     second.close()
     assert log.history.series == {"ipfi/a": [(40, 0.5), (80, 0.25)]}
-    assert log.drifts == (50,) and dict(log.alarms) == {"d": (40, 90)}
+    assert log.drifts == (50,) and dict(log.alarms) == {"d": (39, 90)}

@@ -18,11 +18,13 @@ role               verbs
 Learner            ``__call__(X) -> Tensor``; ``learn(X, y) -> None`` (a loss, if any, in
                    ``last_loss``)
 Explainer          ``explain(X, y) -> None``; ``importance``: a property, a tensor ``[d]``
-DriftDetector      ``update(...) -> None``; ``drift_detected: bool``; ``alerts``: stream rows
+DriftDetector      ``update(batch) -> None``; ``drift_detected: bool``; ``new_alerts`` (the
+                   last update's) and ``alerts`` (all): stream rows
 FeatureSelector    ``learn(X, y) -> None``; ``weights`` ``[d]`` and ``mask`` ``[d]`` (bool)
-Sink               ``log_config``, ``log_scalars``, ``close`` (+ ``log_figure``, ``flush``)
+Sink               ``log_config``, ``log_scalars``, ``close`` (+ ``log_step(record)``,
+                   ``log_figure``, ``flush``)
 Plugin             ``on_batch(batch) -> Mapping[str, float] | None`` (+ ``transform``,
-                   ``figures``, ``state_dict`` / ``load_state_dict``)
+                   ``figures``, ``on_end``, ``state_dict`` / ``load_state_dict``)
 =================  =====================================================================
 
 A drift detector's ``alerts`` are row indices: the last row of the update that raised the
@@ -68,8 +70,10 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 import torch
+from typing_extensions import Self
 
 from torchstream.checkpoint import check_settings
+from torchstream.step import StepRecord
 from torchstream.typing import BatchView
 
 if TYPE_CHECKING:
@@ -93,9 +97,9 @@ __all__ = [
     "SinkAdapter",
     "SinkBase",
     "as_learner",
-    "new_classes",
     "as_plugin",
     "as_sink",
+    "new_classes",
 ]
 
 B = TypeVar("B", bound="Base")
@@ -160,7 +164,7 @@ class Base:
         """The constructor's arguments (defaults filled in), by name."""
         return dict(self.__dict__.get("_params", {}))
 
-    def clone(self: B) -> B:
+    def clone(self) -> Self:
         """A new, unfitted object built from the same arguments."""
         return type(self)(**{k: _fresh(v) for k, v in self._get_params().items()})
 
@@ -225,12 +229,14 @@ class Explainer(Protocol):
 
 @runtime_checkable
 class DriftDetector(Protocol):
-    """Updated with data; ``drift_detected`` after the last update, ``alerts`` in rows."""
+    """Updated with one batch at a time; ``drift_detected`` and ``new_alerts`` (rows) tell what
+    the last update raised, ``alerts`` every alarm so far (rows)."""
 
     drift_detected: bool
     alerts: list[int]
+    new_alerts: list[int]
 
-    def update(self, *args: object, **kwargs: object) -> None: ...
+    def update(self, batch: BatchView) -> None: ...
 
 
 @runtime_checkable
@@ -421,48 +427,74 @@ class PluginBase(Base):
     def load_state_dict(self, state: Mapping[str, object]) -> None:
         """Restore :meth:`state_dict` (default: nothing to restore)."""
 
+    def on_end(self) -> None:
+        """Called once when the run reaches the end of its stream (default: nothing)."""
+
 
 class DriftDetectorBase(PluginBase):
-    """Base of drift detectors: ``alerts`` (rows) and ``drift_detected``, plus the row count.
+    """Base of drift detectors: one verb, ``update(batch)``, and the alarms it raised.
+
+    The runner drives every detector through :meth:`update` (its :meth:`on_batch` is
+    ``update`` plus the detector's own scalars, :meth:`_scalars`); each algorithm may keep its
+    own entry point under its own name (e.g. ``ERICS.observe(mu, sigma)``). Every update ends
+    by recording its outcome with :meth:`_alarm`: :attr:`new_alerts` the rows it alarmed at
+    (empty when it did not), :attr:`alerts` all of them, :attr:`drift_detected` whether it
+    alarmed. :meth:`_advance` counts the rows an update covers, from the first row the
+    detector saw (or the batch's ``start``, its row in the stream).
 
     A minimal detector that alarms when a batch's mean exceeds a threshold:
 
+    >>> from torchstream.step import Batch
     >>> class Above(DriftDetectorBase):
     ...     def __init__(self, threshold: float = 1.0) -> None:
     ...         super().__init__()
     ...         self.threshold = threshold
-    ...     def update(self, X: torch.Tensor) -> None:
-    ...         self._alarm(bool(X.mean() > self.threshold), X.shape[0])
-    ...     def on_batch(self, batch: BatchView) -> dict[str, float]:
-    ...         self.update(batch.X)
-    ...         return {"drift": float(self.drift_detected)}
+    ...     def update(self, batch: BatchView) -> None:
+    ...         first = self._advance(batch.size, batch.start)
+    ...         hit = bool(batch.X.mean() > self.threshold)
+    ...         self._alarm([first + batch.size - 1] if hit else [])
     >>> det = Above()
-    >>> for level in (0.0, 0.0, 2.0, 0.0):
-    ...     det.update(torch.full((10, 1), level))
+    >>> for step, level in enumerate((0.0, 0.0, 2.0, 0.0)):
+    ...     det.update(Batch(step, 10 * step, torch.full((10, 1), level), None, None, None))
+    ...     if det.new_alerts: print(step, det.new_alerts)
+    2 [29]
     >>> det.alerts, det.drift_detected, isinstance(det, DriftDetector)
     ([29], False, True)
     """
 
     def __init__(self) -> None:
         self.drift_detected = False
+        #: Every alarm so far, as stream rows.
         self.alerts: list[int] = []
+        #: The alarms of the last update (rows; empty when it raised none).
+        self.new_alerts: list[int] = []
         #: Rows seen by :meth:`update` so far.
         self.n_rows = 0
 
-    def update(self, *args: object, **kwargs: object) -> None:
+    def update(self, batch: BatchView) -> None:
         raise NotImplementedError
-
-    def _alarm(self, hit: bool, n_rows: int, start: int | None = None) -> None:
-        """Record an update of ``n_rows`` rows (the first at stream row ``start``, default
-        :attr:`n_rows`): an alert at its last row when ``hit``."""
-        first = self.n_rows if start is None else int(start)
-        self.n_rows += int(n_rows)
-        self.drift_detected = bool(hit)
-        if hit:
-            self.alerts.append(first + int(n_rows) - 1)
 
     def on_batch(self, batch: BatchView) -> Mapping[str, float] | None:
-        raise NotImplementedError
+        self.update(batch)
+        return self._scalars()
+
+    def _scalars(self) -> Mapping[str, float] | None:
+        """What the detector logs after an update (default: nothing; its alarms are logged by
+        the runner at their rows)."""
+        return None
+
+    def _advance(self, n_rows: int, start: int | None = None) -> int:
+        """Count an update of ``n_rows`` rows whose first is stream row ``start`` (default:
+        the rows seen so far); returns that first row."""
+        first = self.n_rows if start is None else int(start)
+        self.n_rows = first + int(n_rows)
+        return first
+
+    def _alarm(self, rows: Sequence[int]) -> None:
+        """Record the outcome of one update: its alarms at ``rows`` (empty: none)."""
+        self.new_alerts = [int(r) for r in rows]
+        self.alerts.extend(self.new_alerts)
+        self.drift_detected = bool(self.new_alerts)
 
 
 class FeatureSelectorBase(Base):
@@ -474,13 +506,37 @@ class FeatureSelectorBase(Base):
 
 
 class SinkBase:
-    """Base of sinks: ``log_figure`` and ``flush`` as no-ops."""
+    """Base of sinks: :meth:`log_step` in scalars, ``log_figure`` and ``flush`` as no-ops.
+
+    >>> from torchstream.step import StepRecord
+    >>> class Printer(SinkBase):
+    ...     def log_config(self, config: Mapping[str, object]) -> None: ...
+    ...     def log_scalars(self, step: int, scalars: Mapping[str, float]) -> None:
+    ...         print(step, dict(scalars))
+    >>> Printer().log_step(StepRecord(0, 0, 10, True, {"metrics/accuracy/cumulative": 0.5},
+    ...                               alerts={"adwin": (4,)}, alarm_counts={"adwin": 1}))
+    4 {'alarms/adwin': 1.0}
+    9 {'alarms/adwin': 1.0}
+    10 {'metrics/accuracy/cumulative': 0.5}
+    """
 
     def log_config(self, config: Mapping[str, object]) -> None:
         raise NotImplementedError
 
     def log_scalars(self, step: int, scalars: Mapping[str, float]) -> None:
         raise NotImplementedError
+
+    def log_step(self, record: StepRecord) -> None:
+        """What the runner calls after every step: the counting series of the alarms and the
+        known drifts at their rows (:meth:`~torchstream.step.StepRecord.counts`) and, at a
+        logged step, its values by tag at the rows seen
+        (:meth:`~torchstream.step.StepRecord.scalars_by_tag`), each through
+        :meth:`log_scalars`."""
+        for tag, points in record.counts().items():
+            for row, count in points.items():
+                self.log_scalars(row, {tag: count})
+        if record.logged:
+            self.log_scalars(record.stop, record.scalars_by_tag())
 
     def log_figure(self, tag: str, figure: Figure, step: int) -> None:
         """Receive a picture (default: ignored)."""
@@ -534,6 +590,7 @@ class PluginAdapter(_ForwardedState, PluginBase):
 
     def __init__(self, plugin: object) -> None:
         self.plugin = plugin
+        self.new_alerts: list[int] = []
         self._hooks = {h: getattr(plugin, h) for h in _PLUGIN_HOOKS
                        if callable(getattr(plugin, h, None))}
         if "on_batch" not in self._hooks and "transform" not in self._hooks:
@@ -544,9 +601,24 @@ class PluginAdapter(_ForwardedState, PluginBase):
     def drift_detected(self) -> bool:  # type: ignore[override]
         return bool(getattr(self.plugin, "drift_detected", False))
 
+    @property
+    def detects(self) -> bool:
+        """Whether the foreign plug-in keeps ``alerts`` (stream rows): a drift detector."""
+        return isinstance(getattr(self.plugin, "alerts", None), list)
+
     def on_batch(self, batch: BatchView) -> Mapping[str, float] | None:
         hook = self._hooks.get("on_batch")
-        return None if hook is None else hook(batch)
+        seen = len(self.plugin.alerts) if self.detects else 0  # type: ignore[attr-defined]
+        out = None if hook is None else hook(batch)
+        #: The foreign detector's alarms raised by this batch (rows).
+        self.new_alerts = ([int(r) for r in self.plugin.alerts[seen:]]  # type: ignore[attr-defined]
+                           if self.detects else [])
+        return out
+
+    def on_end(self) -> None:
+        hook = getattr(self.plugin, "on_end", None)
+        if callable(hook):
+            hook()
 
     def transform(self, X: torch.Tensor, step: int) -> torch.Tensor:
         hook = self._hooks.get("transform")

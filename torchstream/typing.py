@@ -14,7 +14,7 @@ ModelFn = Callable[[torch.Tensor], torch.Tensor]
 
 class BatchView(Protocol):
     """One batch as a plug-in's ``on_batch`` sees it (the runner passes a
-    :class:`torchstream.evaluate.plugins.Batch`): its ``step`` in the run, the stream index
+    :class:`torchstream.step.Batch`): its ``step`` in the run, the stream index
     ``start`` of its first row, inputs ``X [B, d]``, targets ``y [B]``, the prediction
     ``y_pred`` made before learning, and the ``learner`` as a model function."""
 

@@ -31,7 +31,7 @@ from torchstream.evaluate.metrics import METRICS
 from torchstream.evaluate.runner import Evaluator
 from torchstream.learners.registry import LearnerOptions, make_learner
 from torchstream.learners.threads import use_threads
-from torchstream.evaluate.runner import RunResult
+from torchstream.evaluate.result import RunResult
 from torchstream.sinks import TensorBoardSink
 from torchstream.sinks.summary_table import markdown_table
 from torchstream.viz.evaluation import (

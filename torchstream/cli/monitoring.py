@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 
 from torchstream.cli.detectors import RUN_DETECTORS, Detector, make_detectors, parse_names
 from torchstream.drift.pdp import PDPDriftDetector
-from torchstream.report.reporter import DriftReporter
 from torchstream.explain.interaction import IncrementalInteraction
 from torchstream.explain.ipdp import IncrementalPDP
 from torchstream.explain.ipfi import IncrementalPFI
 from torchstream.explain.isage import IncrementalSAGE
+from torchstream.report.reporter import DriftReporter, OnReport
 from torchstream.streams.base import Stream
 
 __all__ = ["Monitors", "make_monitors"]
@@ -32,11 +32,12 @@ class Monitors:
 
 def make_monitors(args: argparse.Namespace, stream: Stream,
                   explainers: Sequence[IncrementalPFI | IncrementalSAGE | IncrementalPDP
-                                       | IncrementalInteraction]
-                  ) -> Monitors:
+                                       | IncrementalInteraction],
+                  on_report: OnReport | None = None) -> Monitors:
     """The plug-ins of ``--detect`` and ``--report`` around ``explainers``. The report
     compares the importance of iPFI and iSAGE (without them, the SAGE values of
-    ``interactions``) and the pairs of ``interactions``."""
+    ``interactions``) and the pairs of ``interactions``; ``on_report`` is called with each
+    report as it is built."""
     names = parse_names(args.detect, RUN_DETECTORS, "--detect")
     pdps = [p for p in explainers if isinstance(p, IncrementalPDP)]
     lines: list[str] = []
@@ -71,7 +72,8 @@ def make_monitors(args: argparse.Namespace, stream: Stream,
                          "stream: the report will be empty")
         reporter = DriftReporter(scored, detectors, window=args.report_window,
                                  known_drifts=known,
-                                 settle=args.report_settle, pdps=pdps, interactions=pairs)
+                                 settle=args.report_settle, pdps=pdps, interactions=pairs,
+                                 on_report=on_report)
         how = "" if args.report_window else " (2 / --explain-alpha)"
         settle = "" if args.report_settle is not None else " (one window)"
         lines.append(f"report: {reporter.window:,} rows on each side of an alarm{how}, the "

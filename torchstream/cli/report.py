@@ -77,6 +77,11 @@ class ReportWriter:
         self.sink = sink
         self._figures: dict[str, list[tuple[str, str]]] = {}  # by the report's file stem
 
+    def attach(self, sink: TensorBoardSink) -> None:
+        """Send the reports' text and figures to ``sink`` too (a run's TensorBoard sink,
+        made once its outputs have been checked)."""
+        self.sink = sink
+
     def __call__(self, report: Report) -> None:
         self._figures[_stem(report)] = draw_figures(self.run_dir, report, self.sink)
         if self.sink is not None:

@@ -24,7 +24,7 @@ import json
 import math
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack, nullcontext
 from pathlib import Path
 from typing import Any
@@ -41,11 +41,12 @@ from torchstream.cli.monitoring import make_monitors
 from torchstream.cli.names import EXPLAIN_LOSSES, EXPLAINERS
 from torchstream.cli.outputs import check_outputs, run_outputs
 from torchstream.cli.report import REPORT_MD, ReportWriter
+from torchstream.cli.run_workers import run_workers, wants_workers
 from torchstream.cli.stream_options import make_stream
 from torchstream.compiling import CompileSwitch
 from torchstream.evaluate import Prequential
 from torchstream.evaluate.identity import file_identity
-from torchstream.evaluate.runner import RunResult
+from torchstream.evaluate.result import RunResult
 from torchstream.explain.interaction import IncrementalInteraction
 from torchstream.explain.ipdp import IncrementalPDP
 from torchstream.explain.ipfi import IncrementalPFI
@@ -71,16 +72,22 @@ def learner_options(args: argparse.Namespace) -> LearnerOptions:
                           on_divergence=args.on_divergence, compile=args.compile)
 
 
-def run_command(args: argparse.Namespace) -> int:
+def run_command(args: argparse.Namespace, *,
+                make_runner: Callable[..., Prequential] | None = None) -> int:
     """Run ``torchstream run``: the run directory and the checkpoint are held (locked) by this
     process until it ends; SIGINT / SIGTERM end the run after the step in progress, write the
-    checkpoint if one was asked for and say in one line how to resume (exit 130 / 143)."""
+    checkpoint if one was asked for and say in one line how to resume (exit 130 / 143).
+    ``--workers N`` hands the run to N processes (:mod:`torchstream.cli.run_workers`), each of
+    which runs this function with its own ``make_runner`` (the runner's class by default)."""
     with ExitStack() as held:
-        return _run(args, held)
+        return _run(args, held, make_runner)
 
 
-def _run(args: argparse.Namespace, held: ExitStack) -> int:
+def _run(args: argparse.Namespace, held: ExitStack,
+         make_runner: Callable[..., Prequential] | None = None) -> int:
     _check_run_args(args)
+    if make_runner is None and wants_workers(args):  # one stream, several processes
+        return run_workers(args)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     try:
         stream = make_stream(args)
@@ -99,7 +106,8 @@ def _run(args: argparse.Namespace, held: ExitStack) -> int:
         grouping = None
         if any(not isinstance(p, IncrementalPDP) for p in explainers):
             grouping = grouping_line(stream, explain_columns=args.explain_columns)
-        monitors = make_monitors(args, stream, explainers)
+        writer = ReportWriter(args.logdir or default_logdir(stream, built.name, stamp))
+        monitors = make_monitors(args, stream, explainers, on_report=writer)
     except ValueError as e:
         raise SystemExit(f"error: {e}") from None
     if grouping is not None:
@@ -108,16 +116,15 @@ def _run(args: argparse.Namespace, held: ExitStack) -> int:
         print(line)
     plugins = monitors.plugins
     learner = built.learner
-    logdir = args.logdir or str(Path("runs") / f"{stream.name}-{built.name}-{stamp}")
+    logdir = str(writer.run_dir)
     check_output_path(logdir, "--logdir", directory=True)
     if not args.logdir:
         check_outputs(run_outputs(None, None, logdir), _run_inputs(args), overwrite=args.overwrite)
-    runner = Prequential(learner, stream, batch_size=args.batch_size, window=args.window,
-                         log_every=args.log_every, plugins=plugins,
-                         records_path=Path(logdir) / "steps.csv",
-                         figure_every=args.figure_every, figures=plugin_figures,
-                         progress=not args.no_progress and sys.stderr.isatty(),
-                         config=_run_identity(args, built))
+    runner = (make_runner or Prequential)(
+        learner, stream, batch_size=args.batch_size, window=args.window,
+        log_every=args.log_every, plugins=plugins, records_path=Path(logdir) / "steps.csv",
+        figure_every=args.figure_every, figures=plugin_figures,
+        progress=not args.no_progress and sys.stderr.isatty(), config=_run_identity(args, built))
     state = None
     if args.resume:  # checked before anything is written
         state = runner.read_checkpoint(args.resume, trusted=args.trust_checkpoint)
@@ -127,13 +134,9 @@ def _run(args: argparse.Namespace, held: ExitStack) -> int:
             lock = held.enter_context(PathLock(path, what, directory=directory))
             if lock.stale_note:
                 print(lock.stale_note)
-    sink = tensorboard_sink(logdir, built.name, explainers,
-                            figure_every=args.figure_every * args.batch_size)
+    sink = tensorboard_sink(logdir, built.name, explainers, figure_every=args.figure_every)
     runner.add_sink(sink)
-    writer = None
-    if monitors.reporter is not None:
-        writer = ReportWriter(logdir, sink)
-        monitors.reporter.on_report = writer
+    writer.attach(sink)
     if inference is not None:
         _write_json(Path(logdir) / "schema.json", inference.to_dict())
     if state is not None:
@@ -156,11 +159,8 @@ def _run(args: argparse.Namespace, held: ExitStack) -> int:
             result = runner.run(args.steps if not finished else 0,
                                 checkpoint_every=args.checkpoint_every,
                                 checkpoint_path=args.checkpoint, should_stop=stop)
-        reporter = monitors.reporter
-        if reporter is not None and writer is not None:
-            if stream.n_samples is not None and runner.position >= stream.n_samples:
-                reporter.finish()  # the stream ended: the reports still waiting for rows
-            writer.write(reporter.reports)
+        if monitors.reporter is not None:  # the runner finished it at the stream's end
+            writer.write(monitors.reporter.reports)
     finally:
         runner.close()
     if args.checkpoint:  # the final state, also when periodic checkpoints were written
@@ -215,10 +215,15 @@ def tensorboard_sink(logdir: str, model: str, plugins: Sequence[Explainer], *,
     ``importance/<explainer>`` of each per-feature explainer, iPFI, iSAGE); the figure of the
     explanations over rows with the drifts and alarms every ``figure_every`` rows and at the
     end."""
-    explainers = [_name(p) for p in plugins if not isinstance(p, IncrementalPDP)]
+    explainers = [_name(p) for p in plugins]
     run = model if model not in explainers else f"model_{model}"
-    return TensorBoardSink(logdir, run=run, explainers=explainers,
-                           figures=explanation_figures, figure_every=figure_every)
+    return TensorBoardSink(logdir, run=run, figures=explanation_figures,
+                           figure_every=figure_every)
+
+
+def default_logdir(stream: Stream, model: str, stamp: str) -> str:
+    """``runs/<stream>-<model>-<time>``: a run's directory without ``--logdir``."""
+    return str(Path("runs") / f"{stream.name}-{model}-{stamp}")
 
 
 def _check_run_args(args: argparse.Namespace) -> None:

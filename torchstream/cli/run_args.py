@@ -38,6 +38,12 @@ def add_parser(
     run.add_argument("--window", type=int, default=1000,
                      help="rows in the windowed metrics (default: %(default)s)")
     run.add_argument("--device", default="auto", help="cpu, cuda, cuda:1 or auto (default)")
+    run.add_argument("--workers", type=int, default=1,
+                     help="processes on this machine that learn and explain the stream "
+                          "together: each takes --batch-size rows of every global batch of "
+                          "N x --batch-size rows; one model (the workers' gradients combined "
+                          "every step), one iPFI / iSAGE explanation (their contributions "
+                          "combined every step); on the CPU (default: %(default)s)")
     run.add_argument("--threads", type=int, default=1,
                      help="torch CPU threads (default: 1; online models are small and extra "
                           "threads only add synchronisation)")
@@ -108,8 +114,8 @@ def add_parser(
     run.add_argument("--report-settle", type=int,
                      help="rows after an alarm left out before the after window (the model's "
                           "time to adapt; default: one --report-window)")
-    run.add_argument("--figure-every", type=int, default=1000,
-                     help="batches between the pictures in TensorBoard (importance over rows "
+    run.add_argument("--figure-every", type=int, default=4000,
+                     help="rows between the pictures in TensorBoard (importance over rows "
                           "with the drifts, iPDP) (default: %(default)s)")
     return run
 

@@ -66,12 +66,12 @@ from typing import Any, TypeVar
 import numpy as np
 import torch
 
-from torchstream.base import PluginBase
+from torchstream.base import DriftDetectorBase
 from torchstream.checkpoint import check_settings
-from torchstream.explain._groups import FeatureGroups, check_feature_groups
+from torchstream.explain.groups import FeatureGroups, check_feature_groups
 from torchstream.learners.scaling import RunningStandardizer
 from torchstream.models.distributional import ParameterDistribution
-from torchstream.models.distributional._placement import to_head
+from torchstream.models.distributional.placement import to_head
 from torchstream.typing import BatchView
 
 __all__ = ["ERICS", "gaussian_entropy", "gaussian_kl", "r_statistic"]
@@ -155,10 +155,10 @@ class _Channel:
                 setattr(self, k, v)
 
 
-class ERICS(PluginBase):
+class ERICS(DriftDetectorBase):
     """ERICS drift detector on a stream of parameter-distribution snapshots ``(mu, sigma)``:
-    the global and partial tests of the module docstring, one step per :meth:`update` (or per
-    :meth:`learn` / :meth:`on_batch`, which train the head first).
+    the global and partial tests of the module docstring, one step per :meth:`observe` (or per
+    :meth:`learn` / :meth:`update` with a batch, which train the head first).
 
     Parameters
     ----------
@@ -235,7 +235,7 @@ class ERICS(PluginBase):
     >>> mu = torch.zeros(5, dtype=torch.float64)
     >>> for t in range(300):
     ...     mu[0] = 1.0 if t >= 100 else 0.0
-    ...     _ = erics.update(mu, torch.ones(5, dtype=torch.float64))
+    ...     _ = erics.observe(mu, torch.ones(5, dtype=torch.float64))
     >>> erics.alerts, erics.alert_steps, erics.partial_alerts, round(erics.ma_trace[120], 4)
     ([100], [100], [(100, 0)], 0.01)
     >>> erics.warm_up, erics.refractory
@@ -259,7 +259,7 @@ class ERICS(PluginBase):
     >>> mu = torch.zeros(3, dtype=torch.float64)
     >>> for t in range(300):
     ...     mu[2] = 1.0 if t >= 100 else 0.0
-    ...     _ = erics.update(mu, torch.ones(3, dtype=torch.float64))
+    ...     _ = erics.observe(mu, torch.ones(3, dtype=torch.float64))
     >>> erics.partial_alerts, erics.column_partial_alerts
     ([(100, 'colour')], [(100, 2)])
     """
@@ -341,13 +341,13 @@ class ERICS(PluginBase):
         self._prev: list[np.ndarray] | None = None  # mu, sigma, feature mu, feature sigma
         self._ch: _Channel | None = None  # entry 0: the global test, 1..J: the partial tests
         self.n_updates = 0
-        self.drift_detected = False
+        super().__init__()  # alerts, new_alerts, drift_detected, n_rows (a snapshot: its rows)
         self.partial_detected = torch.zeros(0, dtype=torch.long)
         self.column_partial_detected = torch.zeros(0, dtype=torch.long)
-        self.alerts: list[int] = []
         self.alert_steps: list[int] = []
-        self.n_rows = 0  # rows (snapshots count as their ``rows``) seen so far
         self.partial_alerts: list[tuple[int, int | str]] = []
+        #: The partial alerts of the last update.
+        self.new_partial_alerts: list[tuple[int, int | str]] = []
         self.column_partial_alerts: list[tuple[int, int]] = []
         self.ma_trace: deque[float] = deque(maxlen=history)
         self.drift_trace: deque[float] = deque(maxlen=history)
@@ -441,7 +441,7 @@ class ERICS(PluginBase):
         ch.last_reported = np.where(report, t, ch.last_reported)
         return report
 
-    def update(
+    def observe(
         self,
         mu: torch.Tensor | None = None,
         sigma: torch.Tensor | None = None,
@@ -462,7 +462,7 @@ class ERICS(PluginBase):
         rows = _int_arg(rows, "rows", 1)
         if mu is None and sigma is None:
             if self.head is None:
-                raise ValueError("update() without (mu, sigma) needs a head")
+                raise ValueError("observe() without (mu, sigma) needs a head")
             mu, sigma = self.head.param_stats()
             if self.partial and feature_mu is None:
                 feature_mu, feature_sigma = self.head.feature_stats()
@@ -492,12 +492,11 @@ class ERICS(PluginBase):
                 )
                 contrib = np.concatenate([contrib, np.abs(rg)])
         report = self._step(self._ch, contrib, t)
-        self.drift_detected = bool(report[0])
-        first = self.n_rows if start is None else int(start)
-        self.n_rows = first + rows
-        if self.drift_detected:
+        first = self._advance(rows, start)
+        if report[0]:
             self.alert_steps.append(t)
-            self.alerts.append(first + rows - 1)
+        self._alarm([first + rows - 1] if report[0] else [])
+        self.new_partial_alerts = []
         if self.partial:
             J = self.n_features
             assert J is not None
@@ -506,11 +505,12 @@ class ERICS(PluginBase):
             self.column_partial_alerts.extend((t, int(k)) for k in hits)
             if self.groups is None:
                 self.partial_detected = self.column_partial_detected.clone()
-                self.partial_alerts.extend((t, int(k)) for k in hits)
+                self.new_partial_alerts = [(t, int(k)) for k in hits]
             else:
                 ghits = np.flatnonzero(report[1 + J :])
                 self.partial_detected = torch.from_numpy(ghits).long()
-                self.partial_alerts.extend((t, self.groups.names[g]) for g in ghits)
+                self.new_partial_alerts = [(t, self.groups.names[g]) for g in ghits]
+            self.partial_alerts.extend(self.new_partial_alerts)
         self._prev = g + f
         if self.history_size is not None and len(self.ma_trace) == self.history_size:
             self._trace_start += 1
@@ -521,17 +521,17 @@ class ERICS(PluginBase):
 
     def learn(self, X: torch.Tensor, y: torch.Tensor | None = None, *,
               start: int | None = None) -> None:
-        """The head learns one step from ``(X, y)``, then :meth:`update` from its state (the
+        """The head learns one step from ``(X, y)``, then :meth:`observe` its state (the
         batch's rows, the first at ``start``)."""
         if self.head is None:
-            raise RuntimeError("ERICS has no head: feed snapshots with update(mu, sigma)")
+            raise RuntimeError("ERICS has no head: feed snapshots with observe(mu, sigma)")
         if self.scale_inputs:  # running statistics, updated with the batch before it is used
             if self._scaler is None:
                 self._scaler = RunningStandardizer(int(X.shape[1])).to(X.device)
             self._scaler.update(X)
             X = self._scaler.transform(X)
         self.head.learn(*to_head(self.head, X, y))
-        self.update(rows=int(X.shape[0]), start=start)
+        self.observe(rows=int(X.shape[0]), start=start)
 
     # ------------------------------------------------------------------ views
     @property
@@ -595,13 +595,16 @@ class ERICS(PluginBase):
         return range(self._trace_start, self._trace_start + len(self.ma_trace))
 
     # ------------------------------------------------------------------ plug-in
-    def on_batch(self, batch: BatchView) -> dict[str, float]:
-        """Runner hook: the head learns from the batch, then the ERICS update. Returns
-        ``erics/ma``, ``erics/drift_statistic``, ``erics/threshold`` and
+    def update(self, batch: BatchView) -> None:
+        """The runner's update: the head learns from the batch, then :meth:`observe` reads
+        its parameter distribution (:meth:`learn`)."""
+        self.learn(batch.X, batch.y, start=batch.start)
+
+    def _scalars(self) -> dict[str, float]:
+        """``erics/ma``, ``erics/drift_statistic``, ``erics/threshold`` and
         ``erics/partial_drifts`` (the number of features flagged; of feature groups with
         ``feature_groups``); the alarms are logged by the runner at their rows
         (``alarms/<name>``)."""
-        self.learn(batch.X, batch.y, start=batch.start)
         out = {
             "erics/ma": self.ma,
             "erics/drift_statistic": self.drift_statistic,

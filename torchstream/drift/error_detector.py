@@ -29,8 +29,8 @@ class ErrorDetector(DriftDetectorBase):
 
     The predictions are those of the runner's first predictor *before* it learns the batch.
     Alerts are recorded as stream rows (:attr:`alerts`: the index of the row whose update
-    fired, pre-training rows included; ``drift_positions`` is the same list) and as evaluation
-    steps (``drift_steps``). Outside a run, :meth:`update` counts rows from the first it saw.
+    fired, pre-training rows included) and as evaluation
+    steps (``drift_steps``). Outside a run, :meth:`observe` counts rows from the first it saw.
 
     Parameters
     ----------
@@ -42,16 +42,16 @@ class ErrorDetector(DriftDetectorBase):
         Plug-in name (default ``"drift_<detector class>"``).
 
     >>> from river import drift
-    >>> from torchstream.evaluate import Batch
+    >>> from torchstream.step import Batch
     >>> det = ErrorDetector(drift.binary.DDM())
     >>> p = torch.tensor([[0.9, 0.1]]).expand(600, 2)
     >>> y = torch.cat([torch.zeros(300), torch.ones(300)]).long()
-    >>> det.on_batch(Batch(0, 0, torch.zeros(600, 1), y, p, None)); det.drift_detected
+    >>> det.update(Batch(0, 0, torch.zeros(600, 1), y, p, None)); det.drift_detected
     True
-    >>> det.alerts  # the first wrong prediction
+    >>> det.new_alerts  # the first wrong prediction
     [300]
     >>> alone = ErrorDetector(drift.binary.DDM())  # outside a run: rows counted from 0
-    >>> alone.update(y, p); alone.alerts, alone.n_rows
+    >>> alone.observe(y, p); alone.alerts, alone.n_rows
     ([300], 600)
     """
 
@@ -72,11 +72,6 @@ class ErrorDetector(DriftDetectorBase):
         self.name = name or f"drift_{type(detector).__name__.lower()}"
         self.drift_steps: list[int] = []
 
-    @property
-    def drift_positions(self) -> list[int]:
-        """The alerts' stream rows (the same list as :attr:`alerts`)."""
-        return self.alerts
-
     def _signal(self, y: torch.Tensor, y_pred: torch.Tensor) -> list[float]:
         if y_pred.dim() == 2:  # class probabilities
             if self.signal == "error":
@@ -89,38 +84,37 @@ class ErrorDetector(DriftDetectorBase):
             values = diff.abs() if self.signal == "error" else diff**2
         return values.tolist()
 
-    def update(self, y: torch.Tensor, y_pred: torch.Tensor, start: int | None = None) -> None:
+    def observe(self, y: torch.Tensor, y_pred: torch.Tensor, start: int | None = None) -> None:
         """Feed the signal of every row (labels ``y``, predictions ``y_pred`` made before
         learning them); ``start``: the stream row of the first (default: the rows seen so far).
-        :attr:`drift_detected` tells whether any row alarmed."""
-        first = self.n_rows if start is None else int(start)
+        :attr:`new_alerts` holds the rows that alarmed."""
         values = self._signal(y, y_pred)
-        self.n_rows = first + len(values)
-        self.drift_detected = False
+        first = self._advance(len(values), start)
+        rows = []
         for i, v in enumerate(values):
             self.detector.update(v)
             if self.detector.drift_detected:
-                self.drift_detected = True
-                self.alerts.append(first + i)
+                rows.append(first + i)
+        self._alarm(rows)
 
-    def on_batch(self, batch: BatchView) -> None:
-        """Update the detector with every row of the batch (the runner logs the alarms at
-        their rows, ``alarms/<name>``: no per-batch scalar, which logging every few batches
-        would sample)."""
-        self.update(batch.y, batch.y_pred, start=batch.start)
+    def update(self, batch: BatchView) -> None:
+        """Feed every row of the batch (the runner logs the alarms at their rows,
+        ``alarms/<name>``: no per-batch scalar, which logging every few batches would
+        sample)."""
+        self.observe(batch.y, batch.y_pred, start=batch.start)
         if self.drift_detected and (not self.drift_steps or self.drift_steps[-1] != batch.step):
             self.drift_steps.append(int(batch.step))
 
     def state_dict(self) -> dict[str, object]:
         return {"detector": copy.deepcopy(self.detector), "drift_detected": self.drift_detected,
-                "drift_positions": list(self.alerts),
+                "alerts": list(self.alerts),
                 "drift_steps": list(self.drift_steps), "n_rows": self.n_rows}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         det = state["detector"]
         self.detector = restore_object(det, "the river detector")
         self.drift_detected = bool(state["drift_detected"])
-        self.alerts = [int(r) for r in state["drift_positions"]]
+        self.alerts = [int(r) for r in state["alerts"]]
         self.drift_steps = list(state["drift_steps"])
         self.n_rows = int(state["n_rows"])
 

@@ -51,17 +51,16 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from torchstream.base import PluginBase
+from torchstream.base import DriftDetectorBase
 from torchstream.checkpoint import check_settings
 from torchstream.drift.erics import ERICS
-from torchstream.models.distributional import AutoencoderHead
-from torchstream.models.distributional._base import check_positive
+from torchstream.models.distributional import AutoencoderHead, check_positive
 from torchstream.typing import BatchView
 
 __all__ = ["LabelFreeERICS"]
 
 
-class LabelFreeERICS(PluginBase):
+class LabelFreeERICS(DriftDetectorBase):
     """ERICS on an :class:`~torchstream.models.distributional.AutoencoderHead`: detects a change
     of the input distribution ``P(X)`` without labels (an extension, module docstring).
 
@@ -160,6 +159,7 @@ class LabelFreeERICS(PluginBase):
             dtype=dtype,
             device=device,
         )
+        super().__init__()
         self.erics = ERICS(
             self.head,
             window_mvg_average=window_mvg_average,
@@ -176,15 +176,15 @@ class LabelFreeERICS(PluginBase):
         rows, the first at ``start``). ``y`` is ignored (accepted so that labelled streams can
         be fed unchanged)."""
         self.erics.learn(X, None, start=start)
+        self._advance(int(X.shape[0]), start)
+        self._alarm(self.erics.new_alerts)
 
-    def update(self, X: Tensor, y: Any = None, *, start: int | None = None) -> None:
-        """The detector's update: the same as :meth:`learn`."""
-        self.learn(X, y, start=start)
-
-    def on_batch(self, batch: BatchView) -> dict[str, float]:
-        """Runner hook: :meth:`learn` on ``batch.X`` (labels unused); the metrics of
-        :meth:`ERICS.on_batch <torchstream.drift.ERICS.on_batch>`."""
+    def update(self, batch: BatchView) -> None:
+        """The runner's update: :meth:`learn` on ``batch.X`` (labels unused)."""
         self.learn(batch.X, start=batch.start)
+
+    def _scalars(self) -> dict[str, float]:
+        """The scalars of :meth:`ERICS._scalars <torchstream.drift.ERICS._scalars>`."""
         er = self.erics
         return {
             "erics/ma": er.ma,
@@ -194,16 +194,6 @@ class LabelFreeERICS(PluginBase):
         }
 
     # ------------------------------------------------------------------ results
-    @property
-    def drift_detected(self) -> bool:
-        """Whether the last step raised a (reported) global alert."""
-        return self.erics.drift_detected
-
-    @property
-    def alerts(self) -> list[int]:
-        """Rows of the reported global alerts (the last row of the alerting batch)."""
-        return list(self.erics.alerts)
-
     @property
     def alert_steps(self) -> list[int]:
         """Steps (0-based) of the reported global alerts."""
@@ -235,6 +225,9 @@ class LabelFreeERICS(PluginBase):
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         check_settings(state, {"class": type(self).__name__}, type(self).__name__)
         self.erics.load_state_dict(state["erics"])
+        self.alerts = list(self.erics.alerts)
+        self.drift_detected = self.erics.drift_detected
+        self.n_rows = self.erics.n_rows
 
     def __repr__(self) -> str:
         return (

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from river.drift import ADWIN
 
-from torchstream.base import PluginBase
+from torchstream.base import DriftDetectorBase
 from torchstream.checkpoint import restore_object
 from torchstream.explain.ipdp import IncrementalPDP
 from torchstream.typing import BatchView
@@ -29,7 +29,7 @@ from torchstream.typing import BatchView
 __all__ = ["PDPDriftDetector"]
 
 
-class PDPDriftDetector(PluginBase):
+class PDPDriftDetector(DriftDetectorBase):
     """A change detector on the PDP-based importance score of an :class:`IncrementalPDP`.
 
     Algorithm (one call per batch)::
@@ -95,10 +95,9 @@ class PDPDriftDetector(PluginBase):
                 f"detector needs update(x) and drift_detected (river's protocol), got "
                 f"{type(detector).__name__}"
             )
+        super().__init__()
         self.explainer = explainer
         self.detector = detector
-        self.drift_detected = False
-        self.drift_positions: list[int] = []
         self.snapshots: list[tuple[int, torch.Tensor, torch.Tensor]] = []
         self.n_updates = 0  # scores fed to the change detector
         self.n_seen = 0  # rows seen (for positions outside a prequential run)
@@ -116,38 +115,37 @@ class PDPDriftDetector(PluginBase):
     def _after(self, end: int) -> None:
         """Feed the current score to the change detector; ``end`` = row index after the batch."""
         self.n_seen = end
-        self.drift_detected = False
-        if self.explainer.n_explained == 0:
-            return
-        self.detector.update(self.explainer.score)
-        self.n_updates += 1
-        self.drift_detected = bool(self.detector.drift_detected)
-        if self.drift_detected:
-            self.drift_positions.append(end)
+        hit = False
+        if self.explainer.n_explained > 0:
+            self.detector.update(self.explainer.score)
+            self.n_updates += 1
+            hit = bool(self.detector.drift_detected)
+        if hit:
             self.snapshots.append((end, self.explainer.grid.cpu(), self.explainer.pd.cpu()))
+        self.n_rows = end
+        self._alarm([end - 1] if hit else [])
 
     @property
-    def alerts(self) -> list[int]:
-        """Rows of the alerts: the last row of each alerting batch (``drift_positions`` keeps
-        the index just after it)."""
-        return [p - 1 for p in self.drift_positions]
-
-    def update(self, X: torch.Tensor, y: torch.Tensor | None = None) -> None:
-        """The detector's update: :meth:`explain`."""
-        self.explain(X, y)
+    def drift_positions(self) -> list[int]:
+        """The row after each alert's (the end of the alerting batch; :attr:`alerts` holds
+        its last row)."""
+        return [a + 1 for a in self.alerts]
 
     def explain(self, X: torch.Tensor, y: torch.Tensor | None = None) -> None:
         """Update the explainer with ``X`` and the change detector with the new score;
-        :attr:`drift_detected` tells whether this batch raised an alert."""
+        :attr:`new_alerts` holds the batch's last row when it raised an alert."""
         self.explainer.explain(X, y)
         self._after(self.n_seen + int(X.shape[0]))
 
-    def on_batch(self, batch: BatchView) -> dict[str, float]:
-        """Plug-in hook: run the explainer on the batch, then the change detector; returns
-        ``{"ipdp/<f>/importance": score, "drift/pdp_<f>": 1.0 on an alert else 0.0}`` (empty
-        while the explainer warms up). Positions are ``batch.start + batch.size``."""
+    def update(self, batch: BatchView) -> None:
+        """The runner's update: the explainer on the batch, then the change detector (an
+        alert at the batch's last row, ``batch.start + batch.size - 1``)."""
         self.explainer.on_batch(batch)
         self._after(int(batch.start) + int(batch.size))
+
+    def _scalars(self) -> dict[str, float]:
+        """``{"ipdp/<f>/importance": score, "drift/pdp_<f>": 1.0 on an alert else 0.0}``
+        (empty while the explainer warms up)."""
         if self.explainer.n_explained == 0:
             return {}
         return {
@@ -161,7 +159,7 @@ class PDPDriftDetector(PluginBase):
             "explainer": self.explainer.state_dict(),
             "detector": copy.deepcopy(self.detector),
             "drift_detected": self.drift_detected,
-            "drift_positions": list(self.drift_positions),
+            "alerts": list(self.alerts),
             "snapshots": [(r, g.clone(), p.clone()) for r, g, p in self.snapshots],
             "n_updates": self.n_updates,
             "n_seen": self.n_seen,
@@ -172,7 +170,7 @@ class PDPDriftDetector(PluginBase):
         detector = state["detector"]
         self.detector = restore_object(detector, "the change detector")
         self.drift_detected = bool(state["drift_detected"])
-        self.drift_positions = [int(p) for p in state["drift_positions"]]
+        self.alerts = [int(a) for a in state["alerts"]]
         self.snapshots = [(int(r), g.clone(), p.clone()) for r, g, p in state["snapshots"]]
         self.n_updates = int(state["n_updates"])
         self.n_seen = int(state["n_seen"])
@@ -180,5 +178,5 @@ class PDPDriftDetector(PluginBase):
     def __repr__(self) -> str:
         return (
             f"PDPDriftDetector(feature={self.explainer.feature_name!r}, "
-            f"detector={type(self.detector).__name__}, alerts={len(self.drift_positions)})"
+            f"detector={type(self.detector).__name__}, alerts={len(self.alerts)})"
         )

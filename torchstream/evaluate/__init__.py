@@ -18,9 +18,10 @@ if TYPE_CHECKING:
         Metric,
         default_metrics,
     )
-    from torchstream.evaluate.plugins import Batch, Plugin
+    from torchstream.evaluate.plugins import Plugin
     from torchstream.evaluate.prequential import Prequential
-    from torchstream.evaluate.runner import Evaluator, RunResult
+    from torchstream.evaluate.result import RunResult
+    from torchstream.evaluate.runner import Evaluator
     from torchstream.evaluate.strategies import (
         DistributedKFold,
         PeriodicHoldout,
@@ -35,7 +36,6 @@ __all__ = [
     "METRICS",
     "MSE",
     "Accuracy",
-    "Batch",
     "DistributedKFold",
     "Evaluator",
     "LabelDelay",
@@ -56,9 +56,10 @@ __getattr__, __dir__ = lazy_names(__name__, {
     "torchstream.evaluate.metrics": (
         "F1", "MAE", "METRICS", "MSE", "Accuracy", "LogLoss", "Metric", "default_metrics",
     ),
-    "torchstream.evaluate.plugins": ("Batch", "Plugin"),
+    "torchstream.evaluate.plugins": ("Plugin",),
     "torchstream.evaluate.prequential": ("Prequential",),
-    "torchstream.evaluate.runner": ("Evaluator", "RunResult"),
+    "torchstream.evaluate.result": ("RunResult",),
+    "torchstream.evaluate.runner": ("Evaluator",),
     "torchstream.evaluate.strategies": (
         "DistributedKFold", "PeriodicHoldout", "StepPlan", "Strategy", "TestThenTrain",
     ),

@@ -24,44 +24,9 @@ selectors are plug-ins; each can equally be used on its own in a user's loop.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from torchstream.base import Plugin
 
-import torch
-
-from torchstream.base import Learner, Plugin
-
-__all__ = ["Batch", "Plugin", "plugin_name"]
-
-
-@dataclass(frozen=True)
-class Batch:
-    """What a plug-in sees for one batch.
-
-    Attributes
-    ----------
-    step
-        Index of the batch in the run (0-based).
-    start
-        Index in the stream of the batch's first row.
-    X, y
-        The batch as the learner sees it (after the plug-ins' ``transform``): ``[B, d]``, ``[B]``.
-    y_pred
-        The learner's output *before* it learned from this batch (probabilities ``[B, k]`` or
-        values ``[B]``).
-    learner
-        The learner; a ``ModelFn`` (call it, never train it).
-    """
-
-    step: int
-    start: int
-    X: torch.Tensor
-    y: torch.Tensor
-    y_pred: torch.Tensor
-    learner: Learner
-
-    @property
-    def size(self) -> int:
-        return int(self.X.shape[0])
+__all__ = ["Plugin", "plugin_name"]
 
 
 def plugin_name(plugin: object, index: int) -> str:

@@ -24,7 +24,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from torchstream.base import Learner
-from torchstream.evaluate.runner import Evaluator, RunResult
+from torchstream.evaluate.result import RunResult
+from torchstream.evaluate.runner import Evaluator
 from torchstream.streams.base import Stream
 
 __all__ = ["Prequential", "RunResult"]
@@ -59,11 +60,11 @@ class Prequential(Evaluator):
         ``figures``, ``n_pretrain``, ``label_delay``, ``record_steps``, ``records_path``,
         ``max_records``, ``config``, ``seed``: as :class:`~torchstream.evaluate.runner.Evaluator`.
 
-    >>> from torchstream.learners import OnlineLearner
+    >>> from torchstream.learners import OnlineClassifier
     >>> from torchstream.models import MLP
     >>> from torchstream.streams import agrawal_drift
     >>> stream = agrawal_drift(n_samples=2000, position=1000)
-    >>> learner = OnlineLearner(lambda d, k: MLP(d, k), lr=0.01, scale_inputs=True, seed=0)
+    >>> learner = OnlineClassifier(lambda d, k: MLP(d, k), lr=0.01, scale_inputs=True, seed=0)
     >>> result = Prequential(learner, stream, batch_size=16).run()
     >>> result.n_rows, result.n_steps, round(result.metrics["accuracy"], 3)
     (2000, 125, 0.692)

@@ -40,20 +40,19 @@ import time
 import tracemalloc
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import matplotlib.pyplot as plt
-import pandas as pd
 import torch
 from matplotlib.figure import Figure
 from tqdm.auto import tqdm
 
 from torchstream._version import __version__
 from torchstream.base import (
-    DriftDetector,
+    DriftDetectorBase,
     Learner,
     LearnerAdapter,
+    PluginAdapter,
     PluginBase,
     SinkBase,
     as_learner,
@@ -64,102 +63,15 @@ from torchstream.checkpoint import CheckpointError, load_checkpoint, save_checkp
 from torchstream.evaluate.delay import LabelDelay
 from torchstream.evaluate.identity import differences, plain_config, settings, stream_identity
 from torchstream.evaluate.metrics import Metric, default_metrics
-from torchstream.evaluate.plugins import Batch, plugin_name
-from torchstream.evaluate.records import DEFAULT_MAX_RECORDS, RecordFile, StepRecords
+from torchstream.evaluate.plugins import plugin_name
+from torchstream.evaluate.records import DEFAULT_MAX_RECORDS, StepRecords
+from torchstream.evaluate.result import RunResult
 from torchstream.evaluate.strategies import Strategy, get_strategy
+from torchstream.explain import LossExplainer
+from torchstream.step import Batch, StepRecord
 from torchstream.streams.base import Stream
 
-__all__ = ["Evaluator", "RunResult"]
-
-
-@dataclass
-class RunResult:
-    """Summary of a (possibly resumed) run.
-
-    ``metrics`` holds the final value of every metric (``"<predictor>/<metric>"`` when several
-    predictors are compared; the mean over instances for k-fold, with ``"..._std"`` beside it);
-    ``steps`` the per-step records (one dict per step, predictor and instance: the metrics on
-    that step's test rows, NaN where it did not test, and the test / train seconds): a list of
-    the records kept in memory, or a :class:`~torchstream.evaluate.records.RecordFile` that
-    reads ``records_path`` when used. ``records_dropped`` counts the older records the
-    in-memory window dropped (``Evaluator(max_records=...)``). ``stopped``: the run's
-    ``should_stop`` callback ended it before its last step.
-    """
-
-    n_rows: int
-    n_steps: int
-    seconds: float
-    metrics: dict[str, float] = field(default_factory=dict)
-    checkpoint: str | None = None
-    steps: Sequence[dict[str, Any]] = field(default_factory=list)
-    predictors: list[str] = field(default_factory=list)
-    records_path: str | None = None
-    records_dropped: int = 0
-    stopped: bool = False
-    _warned: bool = field(default=False, init=False, repr=False, compare=False)
-
-    @property
-    def rows_per_second(self) -> float:
-        return self.n_rows / self.seconds if self.seconds > 0 else float("nan")
-
-    def to_frame(self) -> Any:
-        """The per-step records as a pandas DataFrame (one row per step, predictor, instance);
-        read from ``records_path`` when the records went to a file. Warns (once) when the
-        in-memory window dropped older records."""
-        if self.records_dropped and not self._warned:
-            self._warned = True
-            warnings.warn(
-                f"the per-step records hold the last {len(self.steps):,} of "
-                f"{len(self.steps) + self.records_dropped:,} records ({self.records_dropped:,} "
-                "older ones were dropped); pass records_path= or a larger max_records to "
-                "keep them all", stacklevel=2)
-        if isinstance(self.steps, RecordFile):
-            return self.steps.frame()
-        return pd.DataFrame(list(self.steps))
-
-    def summary(self) -> Any:
-        """Final metrics as a DataFrame: one row per predictor, one column per metric."""
-        if len(self.predictors) <= 1:
-            name = self.predictors[0] if self.predictors else "learner"
-            return pd.DataFrame([self.metrics], index=[name])
-        rows: dict[str, dict[str, float]] = {}
-        for key, value in self.metrics.items():
-            pred, metric = key.split("/", 1)
-            rows.setdefault(pred, {})[metric] = value
-        return pd.DataFrame.from_dict(rows, orient="index")
-
-    def table(self) -> str:
-        """The summary as an aligned text table (one column per predictor when several)."""
-        head = [("rows", f"{self.n_rows:,}"), ("batches", f"{self.n_steps:,}"),
-                ("seconds", f"{self.seconds:.2f}"), ("rows / s", f"{self.rows_per_second:,.0f}")]
-        if len(self.predictors) <= 1:
-            rows = head + [(k, _fmt(k, v)) for k, v in self.metrics.items()]
-            return _text_table(rows)
-        frame = self.summary()
-        cols = [str(c) for c in frame.index]
-        body = [(str(m), *(_fmt(str(m), frame.loc[p, m]) for p in frame.index))
-                for m in frame.columns]
-        return _text_table(head) + "\n" + _text_table([("", *cols), *body], header=True)
-
-
-def _fmt(name: str, value: float) -> str:
-    """Counts (``n_parameters``) as integers, everything else with 4 decimals."""
-    if name.endswith("n_parameters") and math.isfinite(value):
-        return f"{int(value):,}"
-    return f"{value:.4f}"
-
-
-def _text_table(rows: Sequence[tuple[str, ...]], header: bool = False) -> str:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    line = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
-    out = [line]
-    for j, r in enumerate(rows):
-        cells = [f" {r[0]:<{widths[0]}} "] + [f" {c:>{w}} " for c, w in zip(r[1:], widths[1:])]
-        out.append("|" + "|".join(cells) + "|")
-        if header and j == 0:
-            out.append(line)
-    out.append(line)
-    return "\n".join(out)
+__all__ = ["Evaluator"]
 
 
 class Evaluator:
@@ -200,8 +112,8 @@ class Evaluator:
         seen (objects that are not a :class:`~torchstream.base.SinkBase` are wrapped once, by
         :func:`~torchstream.base.as_sink`).
     figure_every
-        Every this many steps, the plug-ins' figures go to the sinks' ``log_figure`` (at the
-        number of rows seen).
+        Every this many rows, the plug-ins' figures go to the sinks' ``log_figure`` (at the
+        number of rows seen, after the batch that reaches a multiple of it).
     figures
         How a plug-in's figures are drawn: ``figures(plugin) -> {tag: Figure}``, called with
         each plug-in as given (e.g. :func:`torchstream.viz.figures.plugin_figures`, which
@@ -310,9 +222,15 @@ class Evaluator:
         self.plugin_names = [plugin_name(p, i) for i, p in enumerate(self.plugins)]
         #: The plug-ins in the contract's shape (foreign ones wrapped once, here).
         self._plugins: list[PluginBase] = [as_plugin(p) for p in self.plugins]
-        #: The plug-ins that are drift detectors (their alarm rows are logged), else None.
-        self._detectors: list[DriftDetector | None] = [
-            p if isinstance(p, DriftDetector) else None for p in self.plugins]
+        #: The names of the plug-ins that are drift detectors (their alarms are logged).
+        self._detectors = [n for n, p in zip(self.plugin_names, self._plugins) if _detects(p)]
+        #: The names of the plug-ins that explain feature importance (by feature).
+        self._explainers = [n for n, p in zip(self.plugin_names, self._plugins)
+                            if isinstance(p, LossExplainer)]
+        #: Each detector's alarms so far; the stream's known drift rows.
+        self._alarms = {name: 0 for name in self._detectors}
+        self._known = sorted(int(r) for r in stream.drift_positions)
+        self._ended = False  # the plug-ins' on_end was called (the stream's end reached)
         self.sinks = list(sinks)
         #: The sinks in the contract's shape (foreign ones wrapped once, here).
         self._sinks: list[SinkBase] = [as_sink(s) for s in self.sinks]
@@ -434,10 +352,11 @@ class Evaluator:
                 if should_stop is not None and should_stop():
                     stopped = True
                     break
-                seen, first = self._alert_counts(), self.position
-                scalars = self._one_step(X, y, last=self.step == last_step)
-                self._log_scalars(scalars, seen, first)
-                if self.figure_every and self.step % self.figure_every == 0:
+                record = self._one_step(X, y, last=self.step == last_step)
+                for sink in self._sinks:
+                    sink.log_step(record)
+                if self.figure_every and (record.stop // self.figure_every
+                                          > record.start // self.figure_every):
                     self._log_figures()
                 if bar is not None:
                     bar.update(1)
@@ -445,6 +364,10 @@ class Evaluator:
                     self.seconds += time.perf_counter() - t0
                     t0 = time.perf_counter()
                     saved = self.save(checkpoint_path)  # type: ignore[arg-type]
+            if not stopped and n is not None and self.position >= n and not self._ended:
+                self._ended = True  # the stream's end: e.g. the drift report's last reports
+                for p in self._plugins:
+                    p.on_end()
         finally:
             if started_tracing:
                 tracemalloc.stop()
@@ -471,13 +394,13 @@ class Evaluator:
                     learner.learn(X, y)
             self.position += X.shape[0]
 
-    def _one_step(self, X: torch.Tensor, y: torch.Tensor, *, last: bool) -> dict[str, float] | None:
+    def _one_step(self, X: torch.Tensor, y: torch.Tensor, *, last: bool) -> StepRecord:
         if self.track_memory:
             tracemalloc.reset_peak()
             if X.is_cuda:
                 torch.cuda.reset_peak_memory_stats(X.device)
         self.records.pending.clear()  # left by a step that failed
-        scalars = self._step(X, y, last=last)
+        record = self._step(X, y, last=last)
         if self.track_memory and self.record_steps:
             peak = tracemalloc.get_traced_memory()[1]
             if X.is_cuda:
@@ -485,9 +408,9 @@ class Evaluator:
             for row in self.records.pending:
                 row["memory_mb"] = peak / 2**20
         self.records.commit()
-        return scalars
+        return record
 
-    def _step(self, X: torch.Tensor, y: torch.Tensor, *, last: bool) -> dict[str, float] | None:
+    def _step(self, X: torch.Tensor, y: torch.Tensor, *, last: bool) -> StepRecord:
         step, start = self.step, self.position
         for p in self._plugins:
             X = p.transform(X, step)
@@ -518,6 +441,7 @@ class Evaluator:
                 if name == self.names[0] and i == 0 and plan.test_X is X:
                     primary_pred = y_pred
         extra: dict[str, float] = {}
+        alerts: dict[str, tuple[int, ...]] = {}
         if self.plugins:
             if primary_pred is None:
                 with torch.no_grad():
@@ -527,6 +451,9 @@ class Evaluator:
                 out = p.on_batch(batch)
                 if out:
                     extra.update({(k if "/" in k else f"{pname}/{k}"): v for k, v in out.items()})
+                if pname in self._detectors:
+                    alerts[pname] = tuple(p.new_alerts)  # type: ignore[attr-defined]
+                    self._alarms[pname] += len(alerts[pname])
         if self._initial and any(p.drift_detected for p in self._plugins):
             for name, initial in self._initial.items():
                 self.instances[name] = [copy.deepcopy(initial) for _ in self.instances[name]]
@@ -549,14 +476,24 @@ class Evaluator:
                                     time.perf_counter() - t)
         self.step += 1
         self.position += X.shape[0]
-        if not self.sinks or self.step % self.log_every:
-            return None
-        scalars = self._metric_scalars()
-        if self.single:
-            primary = self.instances[self.names[0]][0]
-            scalars["learner/loss"] = primary.last_loss if primary_learned else float("nan")
-        scalars.update(extra)
-        return scalars
+        stop = self.position
+        known = tuple(r for r in self._known if start <= r < stop)
+        logged = bool(self.sinks) and self.step % self.log_every == 0
+        metrics: dict[str, float] = {}
+        loss: float | None = None
+        importance: dict[str, dict[str, float]] = {}
+        if logged:
+            metrics = self._metric_scalars()
+            if self.single:
+                primary = self.instances[self.names[0]][0]
+                loss = primary.last_loss if primary_learned else float("nan")
+            for pname, p in zip(self.plugin_names, self._plugins):
+                if pname in self._explainers and p.n_explained:  # type: ignore[attr-defined]
+                    importance[pname] = p.as_dict()  # type: ignore[attr-defined]
+        return StepRecord(step, start, stop, logged, metrics, loss, importance, alerts,
+                          dict(self._alarms), known,
+                          sum(r < stop for r in self._known) if self._known else None,
+                          extra if logged else {})
 
     def _record(self, step: int, start: int, name: str, instance: int, y: torch.Tensor | None,
                 y_pred: torch.Tensor | None, seconds: float,
@@ -576,41 +513,6 @@ class Evaluator:
         for f in self.step_measures:
             row[f.name] = (measured or {}).get(f.name, float("nan"))
         self.records.add(row)
-
-    def _alert_counts(self) -> list[int | None]:
-        """How many alerts each plug-in with ``alerts`` has raised (None: not a detector)."""
-        return [None if d is None else len(d.alerts) for d in self._detectors]
-
-    def _log_scalars(self, scalars: dict[str, float] | None, seen: list[int | None],
-                     start: int) -> None:
-        """Send a step's scalars to the sinks at the rows seen, and the counting series of the
-        detectors' alarms and the stream's known drifts in row numbers: the new count at each
-        row of this batch that adds one (between logged steps too) and, at a logged step, the
-        count at the batch's last row (each row one value)."""
-        if not self._sinks:
-            return
-        last = self.position - 1  # the batch's rows: start .. last
-        series: dict[str, tuple[dict[int, float], float]] = {}  # tag: (new counts, count now)
-        drifts = sorted(int(r) for r in self.stream.drift_positions)
-        if drifts:
-            series["drifts/known"] = (
-                {r: float(i + 1) for i, r in enumerate(drifts) if start <= r <= last},
-                float(sum(r <= last for r in drifts)))
-        for pname, d, before in zip(self.plugin_names, self._detectors, seen):
-            if d is not None and before is not None:
-                alerts = [int(a) for a in d.alerts]
-                series[f"alarms/{pname}"] = (
-                    {a: float(before + i + 1) for i, a in enumerate(alerts[before:])},
-                    float(len(alerts)))
-        for tag, (points, now) in series.items():
-            if scalars is not None:
-                points.setdefault(last, now)
-            for row in sorted(points):
-                for sink in self._sinks:
-                    sink.log_scalars(row, {tag: points[row]})
-        if scalars is not None:
-            for sink in self._sinks:
-                sink.log_scalars(self.position, scalars)
 
     def _log_figures(self) -> None:
         for given, p in zip(self.plugins, self._plugins):
@@ -716,6 +618,8 @@ class Evaluator:
             "sinks": _states([str(i) for i in range(len(self.sinks))], self._sinks),
             "torch_rng": torch.get_rng_state(),
             "config_logged": self._config_logged,
+            "alarms": dict(self._alarms),
+            "ended": self._ended,
             "stream_classes": list(self.stream.classes or []),
         }
 
@@ -749,6 +653,8 @@ class Evaluator:
         _load_states(state["sinks"], [str(i) for i in range(len(self.sinks))], self._sinks)
         torch.set_rng_state(state["torch_rng"])
         self._config_logged = state["config_logged"]
+        self._alarms = {name: int(state["alarms"].get(name, 0)) for name in self._detectors}
+        self._ended = bool(state["ended"])
         if self.stream.classes is not None:
             self.stream.register_classes(state["stream_classes"])  # no-op for known labels
 
@@ -802,6 +708,13 @@ class Evaluator:
         self.records.close()
         for sink in self._sinks:
             sink.close()
+
+
+def _detects(plugin: PluginBase) -> bool:
+    """Whether a plug-in is a drift detector: a :class:`~torchstream.base.DriftDetectorBase`,
+    or a foreign plug-in with an ``alerts`` list."""
+    return isinstance(plugin, DriftDetectorBase) or (isinstance(plugin, PluginAdapter)
+                                                     and plugin.detects)
 
 
 def _n_parameters(learner: Any) -> int | None:

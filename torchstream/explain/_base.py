@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 import torch
@@ -36,14 +36,15 @@ from torchstream.explain._checks import (
     read_scalars,
     scan_labels,
 )
-from torchstream.explain._groups import FeatureGroups, check_feature_groups
+from torchstream.explain.groups import FeatureGroups, check_feature_groups
 from torchstream.explain.smoothing import ExponentialSmoother, check_alpha
 from torchstream.explain.storage import GeometricReservoir, UniformReservoir
 from torchstream.explain.storage._common import _Reservoir
 from torchstream.losses import BROADCAST_LOSSES, LOSSES, BroadcastLossFn, LossFn, get_loss
+from torchstream.schema import feature_names_for
 from torchstream.typing import BatchView, ModelFn, Storage
 
-__all__ = ["LossExplainer", "ema_prefix", "feature_names_for", "make_storage"]
+__all__ = ["LossExplainer", "ema_prefix", "make_storage"]
 
 #: Named losses that read the model output as class probabilities.
 _PROBA_LOSSES = {"cross_entropy", "log_loss"}
@@ -62,29 +63,6 @@ def check_positive_int(value: Any, argument: str) -> int:
     if isinstance(value, bool) or out < 1:
         raise ValueError(f"{argument} must be a positive integer, got {value!r}")
     return out
-
-
-def feature_names_for(feature_names: Iterable[object] | None, n_features: int) -> list[str]:
-    """``"x0".."x{d-1}"`` by default; else the given names (a sequence, or anything with a
-    ``.columns`` attribute such as a :class:`~torchstream.schema.Schema`), one per feature."""
-    if feature_names is None:
-        return [f"x{j}" for j in range(n_features)]
-    columns = getattr(feature_names, "columns", None)
-    if columns is not None and not isinstance(feature_names, (str, bytes)):
-        feature_names = columns
-    if isinstance(feature_names, (str, bytes)):
-        raise TypeError(f"feature_names must be a sequence of names, got {feature_names!r}")
-    try:
-        names = [str(n) for n in feature_names]
-    except TypeError:
-        msg = f"feature_names must be a sequence of names, got {feature_names!r}"
-        raise ValueError(msg) from None
-    if len(names) != n_features:
-        raise ValueError(f"feature_names has {len(names)} names but n_features is {n_features}")
-    if len(set(names)) != len(names):
-        dup = sorted({n for n in names if names.count(n) > 1})
-        raise ValueError(f"feature_names must be unique, duplicated: {dup}")
-    return names
 
 
 def make_storage(storage: str | Storage, size: int, n_features: int, seed: int) -> Storage:
@@ -658,15 +636,13 @@ class LossExplainer(ExplainerBase, PluginBase):
         return self.loss_fn(flat, yy).to(dtype).reshape(shape)
 
     # ------------------------------------------------------------------ plug-in
-    def on_batch(self, batch: BatchView) -> dict[str, float]:
+    def on_batch(self, batch: BatchView) -> None:
         """Plug-in hook: explain ``batch.X``, ``batch.y`` with ``model_fn`` (or, if that is
-        None, with ``batch.learner``) and return ``{"<name>/<feature>": importance}``; empty
-        while no row has been explained yet (the first batch only fills the storage)."""
+        None, with ``batch.learner``). The runner reads the importance by feature into the
+        step's record (:attr:`~torchstream.step.StepRecord.importance`) once a row has been
+        explained (the first batch only fills the storage)."""
         model_fn = self.model_fn if self.model_fn is not None else batch.learner
         self._explain(batch.X, batch.y, model_fn)
-        if self.n_explained == 0:
-            return {}
-        return {f"{self.name}/{f}": v for f, v in self.as_dict().items()}
 
     def _extra_state(self) -> dict[str, object]:
         return {}

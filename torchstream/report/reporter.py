@@ -7,7 +7,8 @@ range, each explainer's importance snapshot (the explainer's EMA after that batc
 per-column sum and sum of squares, and the metric signal per row (0/1 correctness of the arg-max
 prediction for classification, squared error for regression) with its sum of squares.
 
-When a detector's ``alerts`` list grows, or the stream passes a row of ``known_drifts``, a report
+When a detector raises alarms (its ``new_alerts`` after an update), or the stream passes a row
+of ``known_drifts``, a report
 is opened at that row ``r`` (the PD curves are taken then: those of the iPDPs in ``pdps``, and
 for every other feature the model's PD over the last ``pd_rows`` rows); once ``settle + window``
 rows after ``r`` have been seen it is built from
@@ -144,6 +145,10 @@ from torchstream.base import PluginBase
 from torchstream.drift.cdleeds.detector import CDLEEDS
 from torchstream.drift.cdleeds.monitor import LocalChangeMonitor
 from torchstream.drift.erics import ERICS
+from torchstream.evaluate.plugins import plugin_name
+from torchstream.explain.pdp_grid import group_spec
+from torchstream.explain.interaction import IncrementalInteraction
+from torchstream.explain.ipdp import IncrementalPDP
 from torchstream.report.format import (
     Also,
     Change,
@@ -162,19 +167,15 @@ from torchstream.report.pd import PDCurve, pd_curves, pd_grids
 from torchstream.report.stats import (
     Distribution,
     chi2_test,
-    kept_rows,
-    ks_test,
     curve_difference,
     group_columns,
     input_shift,
+    kept_rows,
+    ks_test,
     mean_bound,
     sample_mean_se,
     z_quantile,
 )
-from torchstream.evaluate.plugins import plugin_name
-from torchstream.explain._pdp_grid import _group_spec
-from torchstream.explain.interaction import IncrementalInteraction
-from torchstream.explain.ipdp import IncrementalPDP
 from torchstream.typing import BatchView
 
 __all__ = ["Change", "Curve", "DriftReporter", "PairChange", "Region", "Report", "json_safe"]
@@ -190,7 +191,7 @@ class _Explained(Protocol):
 
 class _Alarming(Protocol):
     @property
-    def alerts(self) -> list[int]: ...
+    def new_alerts(self) -> list[int]: ...
 
 
 class _Entry(TypedDict):
@@ -301,7 +302,8 @@ class DriftReporter(PluginBase):
         ``importance``, ``feature_names`` and ``alpha``; placed before the reporter in the
         runner's plug-ins.
     detectors
-        Drift detectors with an ``alerts`` list of stream rows; placed before the reporter.
+        Drift detectors (their ``new_alerts``, rows, after each update); placed before the
+        reporter.
         ERICS (``partial=True``) adds its partial alerts, CDLEEDS (or a
         :class:`~torchstream.drift.cdleeds.LocalChangeMonitor`) the regions that changed.
     window
@@ -423,8 +425,6 @@ class DriftReporter(PluginBase):
         self._recent_rows, self._recent_sum = 0, 0.0  # their totals
         self._partial: list[tuple[int, str, str]] = []  # (row, detector, feature)
         self._regions: list[Region] = []
-        self._seen_alerts = [0] * len(self.detectors)
-        self._seen_partial = [0] * len(self.detectors)
         self._next_known = 0
         self._task: str | None = None
         # the last pd_rows rows (for the PDs; their order does not matter): a ring buffer
@@ -436,6 +436,7 @@ class DriftReporter(PluginBase):
     def _settings(self) -> dict[str, object]:
         """What a state must match."""
         return {"window": self.window, "known_drifts": list(self.known_drifts),
+                "detectors": list(self.detector_names),
                 "level": self.level, "settle": self.settle, "horizon": self.horizon,
                 "min_effect": self.min_effect, "pd_rows": self.pd_rows, "pd_grid": self.pd_grid,
                 "pdps": list(self.pdp_names), "interactions": list(self.interaction_names),
@@ -531,9 +532,7 @@ class DriftReporter(PluginBase):
         passed; the PD curves are taken now (at the alarm)."""
         opened: list[tuple[int, str]] = []
         for i, detector in enumerate(self.detectors):
-            alerts = detector.alerts
-            opened += [(int(row), self.detector_names[i]) for row in alerts[self._seen_alerts[i]:]]
-            self._seen_alerts[i] = len(alerts)
+            opened += [(int(row), self.detector_names[i]) for row in detector.new_alerts]
         known = self.known_drifts
         while self._next_known < len(known) and known[self._next_known] < end:
             opened.append((known[self._next_known], "known"))
@@ -639,9 +638,7 @@ class DriftReporter(PluginBase):
         for i, detector in enumerate(self.detectors):
             if isinstance(detector, ERICS):
                 names = detector.feature_names or self._columns
-                new = detector.partial_alerts[self._seen_partial[i]:]
-                self._seen_partial[i] = len(detector.partial_alerts)
-                for _, feature in new:
+                for _, feature in detector.new_partial_alerts:
                     label = feature if isinstance(feature, str) else (
                         names[feature] if feature < len(names) else f"x{feature}")
                     self._partial.append((end - 1, self.detector_names[i], label))
@@ -726,6 +723,10 @@ class DriftReporter(PluginBase):
                                      "threshold": pending["threshold"], "recovered": None,
                                      "rows_to_recovery": None})
         return report
+
+    def on_end(self) -> None:
+        """The runner's end hook (the stream's end): :meth:`finish`."""
+        self.finish()
 
     def finish(self) -> list[Report]:
         """Build the pending reports from the rows seen so far (e.g. at the end of a stream,
@@ -909,8 +910,8 @@ class DriftReporter(PluginBase):
         numeric column, chi-squared on the counts of a one-hot block (its columns' sums) or of
         a missing indicator."""
         columns = self._columns
-        spec = _group_spec(feature, specs,
-                           columns if len(columns) > max(max(c) for c in specs.values()) else None)
+        spec = group_spec(feature, specs,
+                          columns if len(columns) > max(max(c) for c in specs.values()) else None)
         cols = list(spec.columns)
         tests: list[tuple[str, float, float]] = []  # (test, statistic, p)
         labels: list[str] = []
@@ -1038,8 +1039,6 @@ class DriftReporter(PluginBase):
             "recent_totals": [self._recent_rows, self._recent_sum],
             "partial": [list(p) for p in self._partial],
             "regions": json.loads(json.dumps(json_safe(self._regions))),
-            "seen_alerts": list(self._seen_alerts),
-            "seen_partial": list(self._seen_partial),
             "next_known": self._next_known,
             "task": self._task,
             "seconds": self.seconds,
@@ -1050,10 +1049,6 @@ class DriftReporter(PluginBase):
 
     def load_state_dict(self, state: Mapping[str, object]) -> None:
         self._check_settings(state)
-        seen = list(state["seen_alerts"])  # type: ignore[call-overload]
-        if len(seen) != len(self.detectors):
-            raise ValueError(f"state has alert counts for {len(seen)} detectors, "
-                             f"this reporter has {len(self.detectors)}")
         self._reset()
         self._entries = deque(dict(e) for e in state["entries"])  # type: ignore[misc, attr-defined]
         self._pending = [cast(_Pending, nan_back(p)) for p in state["pending"]]  # type: ignore[attr-defined]
@@ -1065,8 +1060,6 @@ class DriftReporter(PluginBase):
         self._recent_rows, self._recent_sum = int(totals[0]), float(totals[1])  # type: ignore[index]
         self._partial = [(int(r), str(d), str(f)) for r, d, f in state["partial"]]  # type: ignore[attr-defined]
         self._regions = [cast(Region, nan_back(r)) for r in state["regions"]]  # type: ignore[attr-defined]
-        self._seen_alerts = [int(s) for s in seen]
-        self._seen_partial = [int(s) for s in state["seen_partial"]]  # type: ignore[attr-defined]
         self._next_known = int(state["next_known"])  # type: ignore[call-overload]
         task = state["task"]
         self._task = None if task is None else str(task)

@@ -10,11 +10,12 @@ writes several runs under ``logdir`` (names escaped by
     <logdir>/feature/<feature>         tag importance/<explainer>: one run per feature
     <logdir>/<predictor>               the metrics of one predictor, tag <category>/<chart>
 
-* an explainer named in ``explainers`` logs ``"<explainer>/<feature>"`` (a feature name may hold
-  ``/``); that series goes to the run ``feature/<feature>`` under the tag
-  ``importance/<explainer>``, so the Scalars tab shows one chart per explainer with one named
-  line per feature on a shared y-axis, and a feature has the same colour in every explainer's
-  chart (TensorBoard colours by run);
+* the importance of each explainer of a step record
+  (:attr:`~torchstream.step.StepRecord.importance`, :meth:`TensorBoardSink.log_step`) goes,
+  feature by feature, to the run ``feature/<feature>`` under the tag ``importance/<explainer>``,
+  so the Scalars tab shows one chart per explainer with one named line per feature on a shared
+  y-axis, and a feature has the same colour in every explainer's chart (TensorBoard colours by
+  run);
 * a tag ``"<category>/<chart>/<predictor>"`` of a predictor named in ``predictors`` goes to the
   run ``<predictor>`` as ``"<category>/<chart>"``: the predictors overlay in one chart;
 * ``alarms/<detector>`` and ``drifts/known`` (the number of alarms / known drifts so far: a
@@ -47,7 +48,7 @@ Steps are what the caller gives: the runner gives the number of stream rows seen
 * **Config as text**: ``add_text("config", ...)`` with the config as a JSON code block.
 * **Explanations next to the drifts**: the sink keeps what it logged of the explainers (the last
   points of each series, a :class:`~torchstream.sinks.history.History`), the alarm steps and the
-  known drifts (``stream.drift_positions`` of the config). With ``figures`` (e.g.
+  known drifts (those the step records passed). With ``figures`` (e.g.
   :func:`torchstream.viz.importance.explanation_figures`) it sends that record,
   an :class:`ExplanationLog`, to the drawing function every ``figure_every`` steps and at
   :meth:`~TensorBoardSink.close`, and logs the figures it returns (IMAGES tab), together with a
@@ -68,16 +69,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-
 from matplotlib.figure import Figure
 from tensorboard.plugins.hparams.api_pb2 import DataType
 from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
 from torch.utils.tensorboard import SummaryWriter
-from torch.utils.tensorboard.writer import FileWriter
 from torch.utils.tensorboard.summary import custom_scalars, hparams
+from torch.utils.tensorboard.writer import FileWriter
 
+from torchstream.base import SinkBase
 from torchstream.sinks.base import as_scalar, chart_of, escape_run_name
 from torchstream.sinks.history import History
+from torchstream.step import StepRecord
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -158,7 +160,7 @@ IMPORTANCE = "importance"
 FEATURE_RUNS = "feature"
 
 
-class TensorBoardSink:
+class TensorBoardSink(SinkBase):
     """A :class:`~torchstream.sinks.base.Sink` writing the TensorBoard runs of one run to
     ``logdir``: the main run ``<logdir>/<run>``, one run per explainer feature and one per
     predictor (see the module docstring for what is written where).
@@ -169,15 +171,18 @@ class TensorBoardSink:
     now and then are never dropped from it.
 
     >>> import tempfile, os
+    >>> from torchstream.step import StepRecord
     >>> with tempfile.TemporaryDirectory() as logdir:
-    ...     with TensorBoardSink(logdir, explainers=["ipfi"]) as sink:
+    ...     with TensorBoardSink(logdir) as sink:
     ...         sink.log_config({"model": {"hidden": [64]}, "lr": 0.01})
-    ...         sink.log_scalars(10, {"metrics/accuracy/cumulative": 1.0, "ipfi/age": 0.5})
-    ...         sink.log_scalars(20, {"metrics/accuracy/cumulative": 0.5, "ipfi/a/b": 0.1})
+    ...         sink.log_step(StepRecord(0, 0, 10, True, {"metrics/accuracy/cumulative": 1.0},
+    ...                                  importance={"ipfi": {"age": 0.5}}))
+    ...         sink.log_step(StepRecord(1, 10, 20, True, {"metrics/accuracy/cumulative": 0.5},
+    ...                                  importance={"ipfi": {"a/b": 0.1}}))
     ...     sorted(os.listdir(logdir)), sorted(os.listdir(os.path.join(logdir, "feature")))
     (['feature', 'run'], ['a%2Fb', 'age'])
-    >>> sink.state_dict()["tags"]
-    ['metrics/accuracy/cumulative', 'ipfi/age', 'ipfi/a/b']
+    >>> sink.state_dict()["tags"], sink.explainers
+    (['metrics/accuracy/cumulative', 'ipfi/age', 'ipfi/a/b'], ('ipfi',))
     """
 
     def __init__(
@@ -185,7 +190,6 @@ class TensorBoardSink:
         logdir: str | os.PathLike[str],
         *,
         run: str = "run",
-        explainers: Sequence[str] = (),
         predictors: Sequence[str] = (),
         figures: ExplanationFigures | None = None,
         figure_every: int | None = None,
@@ -195,14 +199,12 @@ class TensorBoardSink:
         self.logdir = os.fspath(logdir)
         #: The main run's name (its directory under :attr:`logdir`, escaped).
         self.run = run
-        self.explainers = (explainers,) if isinstance(explainers, str) else tuple(explainers)
+        #: The explainers whose importance was logged (from the step records), in order.
+        self.explainers: tuple[str, ...] = ()
         self.predictors = (predictors,) if isinstance(predictors, str) else tuple(predictors)
-        clash = set(self.explainers) & set(self.predictors)
-        if clash:
-            raise ValueError(f"names {sorted(clash)} are both explainers and predictors")
-        if run in self.predictors or run in self.explainers or run == FEATURE_RUNS:
-            raise ValueError(f"the main run {run!r} has the name of a predictor or explainer "
-                             f"(or of the features' directory {FEATURE_RUNS!r})")
+        if run in self.predictors or run == FEATURE_RUNS:
+            raise ValueError(f"the main run {run!r} has the name of a predictor (or of the "
+                             f"features' directory {FEATURE_RUNS!r})")
         if FEATURE_RUNS in self.predictors:
             raise ValueError(f"a predictor may not be named {FEATURE_RUNS!r} (the features' "
                              "directory)")
@@ -236,8 +238,7 @@ class TensorBoardSink:
     # -- Sink -----------------------------------------------------------------------------------
 
     def log_config(self, config: Mapping[str, Any]) -> None:
-        """Write the flattened config as hparams of the main run and the config as text; the
-        known drifts are read from ``config["stream"]["drift_positions"]`` when given."""
+        """Write the flattened config as hparams of the main run and the config as text."""
         self._check_open()
         flat = flatten_config(config)
         metrics = {tag: 0.0 for tag in self.hparam_metrics or ()}
@@ -251,9 +252,6 @@ class TensorBoardSink:
         self._session_end = session_end
         text = json.dumps(_jsonable(config), indent=2)
         self._writer.add_text("config", f"```json\n{text}\n```", 0)
-        stream = config.get("stream")
-        if isinstance(stream, Mapping) and stream.get("drift_positions") is not None:
-            self._drifts = tuple(operator.index(p) for p in stream["drift_positions"])
 
     def log_scalars(self, step: int, scalars: Mapping[str, float]) -> None:
         """``add_scalar`` for each tag, in its run (see the module docstring); the layout is
@@ -284,6 +282,19 @@ class TensorBoardSink:
             assert self.figure_every is not None
             self._next_figure = (step // self.figure_every + 1) * self.figure_every
             self._draw(step)
+
+    def log_step(self, record: StepRecord) -> None:
+        """A step record: the alarm and known-drift counts at their rows, then, at a logged
+        step, each explainer's importance in the feature runs and the other values in the
+        main run (see the module docstring)."""
+        for name in record.importance:
+            if name in self.predictors or name == self.run:
+                raise ValueError(f"explainer {name!r} has the name of a predictor or of the "
+                                 "main run")
+            if name not in self.explainers:
+                self.explainers += (name,)
+        self._drifts += tuple(r for r in record.known_drifts if r not in self._drifts)
+        super().log_step(record)
 
     def log_figure(self, tag: str, figure: Figure, step: int) -> None:
         """A matplotlib figure as an image of the main run at ``step`` (IMAGES tab; e.g. a PDP
@@ -437,13 +448,16 @@ class TensorBoardSink:
         never runs ahead of the events files it resumes into."""
         if not self._closed:
             self.flush()
-        return {"tags": list(self._tags), "explained": self._explained.state_dict(),
+        return {"tags": list(self._tags), "explainers": list(self.explainers),
+                "explained": self._explained.state_dict(),
                 "alarms": {d: list(s) for d, s in self._alarms.items()},
                 "drifts": list(self._drifts), "next_figure": self._next_figure}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore the known tags and the record; the next logged step writes the complete
         layout once."""
+        self.explainers = tuple(dict.fromkeys([*map(str, state["explainers"]),
+                                               *self.explainers]))
         tags = [str(tag) for tag in state["tags"]]
         self._tags = tags + [tag for tag in self._tags if tag not in tags]
         self._layout_stale = bool(self._tags)

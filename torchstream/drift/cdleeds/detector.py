@@ -77,9 +77,10 @@ import numpy as np
 import torch
 from scipy.special import chdtrc
 
-from torchstream.base import Base
+from torchstream.base import DriftDetectorBase
 from torchstream.checkpoint import check_settings
 from torchstream.drift.cdleeds.tree import Node, NodeTree
+from torchstream.typing import BatchView
 
 __all__ = [
     "CDLEEDS",
@@ -164,7 +165,7 @@ def _integer(value: Any, name: str, low: int) -> int:
     return value
 
 
-class CDLEEDS(Base):
+class CDLEEDS(DriftDetectorBase):
     """Local change and global drift detection from prediction-baseline differences.
 
     Parameters
@@ -207,7 +208,7 @@ class CDLEEDS(Base):
         Whether the last update raised a (reported) global alert.
     alerts
         Rows of the reported global alerts: the last row of the alerting update, counted from
-        the first row :meth:`update` saw (or from ``start``).
+        the first row :meth:`observe` saw (or from ``start``).
     alert_steps
         Update indices (0-based) of the reported global alerts.
     global_p_values
@@ -227,7 +228,7 @@ class CDLEEDS(Base):
     >>> for t in range(600):
     ...     x = centres[t % 2] + 0.05 * torch.randn(1, 2, generator=g, dtype=torch.float64)
     ...     out = torch.sigmoid(x.sum(1)) + (0.2 if t >= 300 and t % 2 else 0.0)
-    ...     _ = det.update(x, out)
+    ...     det.observe(x, out)
     >>> res = det.detect_local_change()
     >>> [(c.round(decimals=1).tolist(), bool(f)) for c, f in zip(res.centroids, res.change)]
     [([0.2, 0.2], False), ([0.8, 0.8], True)]
@@ -267,10 +268,8 @@ class CDLEEDS(Base):
         self.device = torch.device("cpu") if device is None else torch.device(device)
         self.tree: NodeTree | None = None
         self.n_updates = 0
-        self.drift_detected = False
-        self.alerts: list[int] = []
+        super().__init__()  # alerts, new_alerts, drift_detected, n_rows
         self.alert_steps: list[int] = []
-        self.n_rows = 0  # rows seen by update()
         self.global_p_values = torch.zeros(0, dtype=torch.float64)
         self.n_tests = 0
         self.n_rejections = 0
@@ -319,7 +318,7 @@ class CDLEEDS(Base):
         return X, D
 
     # ------------------------------------------------------------------ update
-    def update(
+    def observe(
         self, X: torch.Tensor, y_pred: torch.Tensor, baseline_pred: torch.Tensor | float = 0.0,
         *, start: int | None = None,
     ) -> None:
@@ -349,10 +348,16 @@ class CDLEEDS(Base):
         for _, p in self.tree.tests:
             self.n_tests += 1
             self.n_rejections += int(bool((p <= self.significance).any()))
-        first = self.n_rows if start is None else int(start)
-        self.n_rows = first + int(X.shape[0])
+        self._advance(int(X.shape[0]), start)
         self._global_test(self.n_rows - 1)
         self.n_updates += 1
+
+    def update(self, batch: BatchView) -> None:
+        """The runner's update: :meth:`observe` the batch's rows and the model's outputs
+        before learning them, against a baseline output of 0 (a
+        :class:`~torchstream.drift.cdleeds.LocalChangeMonitor` supplies the model's output
+        at a baseline input)."""
+        self.observe(batch.X, batch.y_pred, start=batch.start)
 
     def current_leaves(self) -> list[Node]:
         """The leaves whose window holds at least one of the last ``window`` rows of the stream
@@ -376,16 +381,15 @@ class CDLEEDS(Base):
         t = self.n_updates
         if hit and self.alert_steps and t - self.alert_steps[-1] <= self.refractory:
             hit = False
-        self.drift_detected = hit
         if hit:
             self.alert_steps.append(t)
-            self.alerts.append(row)
             self._restart = self.reset_on_drift
+        self._alarm([row] if hit else [])
 
     # ------------------------------------------------------------------ views
     def _leaves(self) -> list[Node]:
         if self.tree is None:
-            raise ValueError("CDLEEDS has no neighbourhoods yet: call update() first")
+            raise ValueError("CDLEEDS has no neighbourhoods yet: call observe() first")
         return self.tree.leaves()
 
     @property

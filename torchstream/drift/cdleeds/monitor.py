@@ -4,7 +4,7 @@ monitored observations need their attributions recomputed (CIKM 2022, experiment
 Per batch (test -> explain -> learn order, the learner as it was before learning the batch)::
 
     phi0 = f_t(b_t)                       # the model at the EWMA of the inputs (beta = 0.001)
-    cdleeds.update(X, f_t(X), phi0)
+    cdleeds.observe(X, f_t(X), phi0)
     change = cdleeds.detect_local_change()
     recompute the attributions of the monitored rows in change.recompute
     b_{t+1} <- EWMA update with X         # b_0 = the mean of the first batch
@@ -20,9 +20,9 @@ from typing import Any
 
 import torch
 
-from torchstream.base import PluginBase
+from torchstream.base import DriftDetectorBase
 from torchstream.drift.cdleeds.detector import CDLEEDS
-from torchstream.explain._base import feature_names_for
+from torchstream.schema import feature_names_for
 from torchstream.explain.baselines import Baseline, EWMABaseline
 from torchstream.learners.scaling import RunningStandardizer
 from torchstream.typing import BatchView
@@ -30,7 +30,7 @@ from torchstream.typing import BatchView
 __all__ = ["LocalChangeMonitor"]
 
 
-class LocalChangeMonitor(PluginBase):
+class LocalChangeMonitor(DriftDetectorBase):
     """CDLEEDS plus the stored local attributions of monitored observations.
 
     Parameters
@@ -119,15 +119,11 @@ class LocalChangeMonitor(PluginBase):
         self.computed_at: torch.Tensor | None = None
         self.n_recomputed = 0
         self.n_possible = 0
-        self.drift_detected = False
+        super().__init__()  # alerts (the detector's, as stream rows), new_alerts, n_rows
+        self._last: dict[str, float] = {}
         self._started = False
 
     # ------------------------------------------------------------------ helpers
-    @property
-    def alerts(self) -> list[int]:
-        """The detector's global alerts (stream rows)."""
-        return list(self.detector.alerts)
-
     @property
     def monitored(self) -> torch.Tensor | None:
         return self._rows if self._started else None
@@ -158,7 +154,10 @@ class LocalChangeMonitor(PluginBase):
         return self.explainer.attribute(rows).attributions.detach()
 
     # ------------------------------------------------------------------ plug-in
-    def on_batch(self, batch: BatchView) -> dict[str, float]:
+    def update(self, batch: BatchView) -> None:
+        """The runner's update: CDLEEDS on the batch (against the model's output at the
+        baseline input), then the monitored rows' attributions recomputed where their
+        neighbourhood changed."""
         X, y_pred, model = batch.X, batch.y_pred, batch.learner
         fresh = self.baseline.n_seen == 0
         if fresh:  # b_0 = the mean of the first batch
@@ -171,8 +170,9 @@ class LocalChangeMonitor(PluginBase):
             if self.scaler is None:
                 self.scaler = RunningStandardizer(int(X.shape[1])).to(X.device)
             self.scaler.update(X)
-        self.detector.update(self._scaled(X), y_pred, phi0, start=batch.start)
-        self.drift_detected = self.detector.drift_detected
+        self.detector.observe(self._scaled(X), y_pred, phi0, start=batch.start)
+        self._advance(int(X.shape[0]), batch.start)
+        self._alarm(self.detector.new_alerts)
         out: dict[str, float] = {
             "n_leaves": float(self.detector.n_leaves),
         }
@@ -215,7 +215,13 @@ class LocalChangeMonitor(PluginBase):
             for i in range(min(self.log_attributions, self.attributions.shape[0])):
                 for j, v in enumerate(self.attributions[i].tolist()):
                     out[f"attribution/{i}/{names[j]}"] = v
-        return {f"{self.name}/{k}": v for k, v in out.items()}
+        self._last = {f"{self.name}/{k}": v for k, v in out.items()}
+
+    def _scalars(self) -> dict[str, float]:
+        """The last update's ``<name>/n_leaves``, ``changed_leaves``, ``recomputed``,
+        ``saved_share``, ``global_p`` and the first monitored rows' attributions
+        (``<name>/attribution/<i>/<feature>``)."""
+        return self._last
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, object]:
@@ -252,6 +258,8 @@ class LocalChangeMonitor(PluginBase):
         self.n_recomputed = int(state["n_recomputed"])
         self.n_possible = int(state["n_possible"])
         self.drift_detected = bool(state["drift_detected"])
+        self.alerts = list(self.detector.alerts)
+        self.n_rows = self.detector.n_rows
         if bool(state.get("scale_inputs", False)) != self.scale_inputs:
             raise ValueError(f"state has scale_inputs={state.get('scale_inputs', False)}, "
                              f"this monitor has scale_inputs={self.scale_inputs}")
