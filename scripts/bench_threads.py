@@ -28,7 +28,7 @@ from functools import partial
 
 import torch
 
-from torchstream import OnlineLearner, Prequential
+from torchstream import OnlineClassifier, Prequential
 from torchstream.explain import IncrementalPFI
 from torchstream.learners import use_threads
 from torchstream.models import MLP
@@ -42,12 +42,12 @@ def one_run(setting: str, rows: int, batch_size: int) -> dict[str, float | int |
     """The README example over ``rows`` rows on ``setting`` threads; rows per second."""
     threads = use_threads(torch.get_num_threads() if setting == "default" else int(setting))
     stream = agrawal_drift(n_samples=rows, position=rows // 2)
-    learner = OnlineLearner(partial(MLP, hidden=(64,)), lr=5e-3, scale_inputs=True)
+    learner = OnlineClassifier(partial(MLP, hidden=(64,)), lr=5e-3, scale_inputs=True)
     ipfi = IncrementalPFI(None, "cross_entropy", stream.n_features,
                           feature_names=stream.schema.columns)
     with tempfile.TemporaryDirectory() as logdir:
         runner = Prequential(learner, stream, batch_size=batch_size, plugins=[ipfi],
-                             sinks=[TensorBoardSink(logdir, explainers=["ipfi"])])
+                             sinks=[TensorBoardSink(logdir)])
         start = time.perf_counter()
         result = runner.run()
         seconds = time.perf_counter() - start

@@ -112,7 +112,7 @@ def test_console_script_help():
 def test_run_explains_by_default(tmp_path, capsys):
     logdir = tmp_path / "explained"
     assert main(["run", "--n-samples", "600", "--logdir", str(logdir), "--no-progress",
-                 "--log-every", "5", "--figure-every", "50", "--pdp-feature", "age"]) == 0
+                 "--log-every", "5", "--figure-every", "200", "--pdp-feature", "age"]) == 0
     out = capsys.readouterr().out
     assert "ipfi: " in out and "isage: " in out and "ipdp/age: importance" in out
     mux = EventMultiplexer(size_guidance={"scalars": 0, "images": 0})
@@ -127,7 +127,7 @@ def test_run_explains_by_default(tmp_path, capsys):
             assert points[-1].step == 600 and points[0].step == 20  # logged every 5 batches of 4
     run = mux.GetAccumulator("mlp")
     assert "ipdp/age/importance" in run.Tags()["scalars"]
-    assert [e.step for e in run.Images("ipdp/age")] == [200, 400, 600]  # every 50 batches
+    assert [e.step for e in run.Images("ipdp/age")] == [200, 400, 600]  # every 200 rows
     assert [e.step for e in run.Images("importance/over_rows")] == [200, 400, 600]
     (table,) = {e.tensor_proto.string_val[0].decode() for e in run.Tensors("alarms/text_summary")}
     assert "| known drifts | 300 |" in table

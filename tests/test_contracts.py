@@ -318,7 +318,7 @@ def test_foreign_plugins_and_sinks_are_wrapped_once():
     X, y = batches(3)[0]
     stream = from_numpy(X.numpy(), y.numpy(), task="classification")
     ev = Evaluator(learner, stream, batch_size=2, plugins=[foreign], sinks=[sink],
-                   figure_every=1)
+                   figure_every=2)
     ev.run()
     assert foreign.steps == [0, 1, 2, 3, 4] and sink.steps == [2, 4, 6, 8, 10]  # rows seen
     state = ev.state_dict()

@@ -7,7 +7,7 @@ import pytest
 import torch
 from sklearn import metrics as skm
 
-from torchstream import OnlineLearner, Prequential
+from torchstream import Prequential, online_learner
 from torchstream.evaluate import F1, MAE, MSE, Accuracy, LogLoss
 from torchstream.models import MLP
 from torchstream.sinks import History, TensorBoardSink
@@ -15,7 +15,7 @@ from torchstream.streams import SEA, Friedman, agrawal_drift, from_numpy
 
 
 def mlp_learner(task="classification", seed=0, **kw):
-    return OnlineLearner(
+    return online_learner(
         lambda d, k: MLP(d, k, hidden=(16,)), task=task, lr=0.01, scale_inputs=True, seed=seed, **kw
     )
 
@@ -266,12 +266,12 @@ def test_figures_reach_tensorboard_images(tmp_path):
 
     sink = TensorBoardSink(tmp_path / "tb")
     runner = Prequential(mlp_learner(), SEA(n_samples=40, seed=0), batch_size=4,
-                         plugins=[Pictures()], sinks=[sink], figure_every=5)
+                         plugins=[Pictures()], sinks=[sink], figure_every=20)
     runner.run()
     runner.close()
     acc = EventAccumulator(str(tmp_path / "tb" / "run"), size_guidance={"images": 0})
     acc.Reload()
-    assert [e.step for e in acc.Images("pics/curve")] == [20, 40]  # every 5 batches of 4 rows
+    assert [e.step for e in acc.Images("pics/curve")] == [20, 40]  # every 20 rows
     assert plt.get_fignums() == []  # the runner closed them
     with pytest.raises(ValueError, match="figure_every"):
         Prequential(mlp_learner(), SEA(n_samples=4), figure_every=0)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from torchstream import OnlineLearner, Prequential
+from torchstream import OnlineClassifier, Prequential
 from torchstream.explain import IncrementalPFI, IncrementalSAGE
 from torchstream.models import MLP
 from torchstream.sinks import TensorBoardSink
@@ -30,7 +30,7 @@ pytestmark = pytest.mark.skipif(
 def write_run(logdir: Path) -> list[str]:
     stream = agrawal_drift(n_samples=400, position=200)
     columns = list(stream.schema.columns)
-    learner = OnlineLearner(lambda d, k: MLP(d, k, hidden=(16,)), lr=0.01, scale_inputs=True,
+    learner = OnlineClassifier(lambda d, k: MLP(d, k, hidden=(16,)), lr=0.01, scale_inputs=True,
                             seed=0)
     plugins = [
         IncrementalPFI(None, "cross_entropy", len(columns), feature_names=columns, alpha=0.02,
@@ -39,8 +39,7 @@ def write_run(logdir: Path) -> list[str]:
                         seed=0),
     ]
     runner = Prequential(learner, stream, batch_size=8, plugins=plugins,
-                         sinks=[TensorBoardSink(str(logdir / "demo"), run="mlp",
-                                                explainers=["ipfi", "isage"])], log_every=5)
+                         sinks=[TensorBoardSink(str(logdir / "demo"), run="mlp")], log_every=5)
     runner.run()
     runner.close()
     return columns
