@@ -94,21 +94,21 @@ def test_ipdp_feature_by_name_is_the_feature_by_index():
     assert by_index.feature_names == ["x0", "x1", "x2"]
 
 
-def test_ipdp_feature_name_warns_and_labels_the_explained_feature():
-    with pytest.warns(DeprecationWarning, match="IncrementalPDP: feature_name is deprecated, use "
-                                                "feature_names"):
-        old = IncrementalPDP(_model, 1, grid_size=5, alpha=0.05, feature_name="b")
-    new = IncrementalPDP(_model, 1, feature_names=["x0", "b", "x2"], grid_size=5, alpha=0.05)
-    _ipdp_run(old), _ipdp_run(new)
-    assert old.feature_name == new.feature_name == "b" and old.name == new.name == "ipdp/b"
-    assert old.feature_names == new.feature_names == ["x0", "b", "x2"]
-    torch.testing.assert_close(old.pd, new.pd)
-    assert old.as_dict() == new.as_dict()
+def test_ipdp_former_feature_name_keyword_is_gone():
+    # the explained feature's label comes from feature_names only; feature_name is an attribute
+    with pytest.raises(TypeError, match="unexpected keyword argument 'feature_name'"):
+        IncrementalPDP(_model, 1, feature_name="b")  # type: ignore[call-arg]
+    assert "feature_name" not in inspect.signature(IncrementalPDP).parameters
+    ipdp = _ipdp_run(IncrementalPDP(_model, 1, feature_names=["x0", "b", "x2"], grid_size=5))
+    assert ipdp.feature_name == "b" and ipdp.name == "ipdp/b"
 
 
-def test_ipdp_refuses_feature_name_with_feature_names():
-    with pytest.raises(TypeError, match="got both feature_name='b' and feature_names"):
-        IncrementalPDP(_model, 1, feature_name="b", feature_names=["a", "b", "c"])
+def test_ipdp_importance_is_a_plain_tensor_not_a_method():
+    ipdp = _ipdp_run(IncrementalPDP(_model, 1, grid_size=5, alpha=0.05))
+    importance = ipdp.importance
+    assert type(importance) is torch.Tensor and not callable(importance)
+    assert importance[1].item() == ipdp.score and importance[[0, 2]].isnan().all()
+    assert ipdp.feature_names == ["x0", "x1", "x2"]  # unnamed columns: x<j>, the explained too
 
 
 @pytest.mark.parametrize(

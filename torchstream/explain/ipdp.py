@@ -18,20 +18,18 @@ from __future__ import annotations
 
 import math
 import types
-import warnings
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 import torch
 
-from torchstream._deprecation import renamed
 from torchstream.base import ExplainerBase, PluginBase
 from torchstream.checkpoint import check_settings
 from torchstream.devices import to_device
 from torchstream.explain._compiled import CompiledPath
 from torchstream.explain._fused_ipdp import IpdpConfig, IpdpResult, compiled_ipdp_step
-from torchstream.explain._pdp_grid import (
+from torchstream.explain.pdp_grid import (
     MISSING_LABEL,
     FeatureKind,
     GridRule,
@@ -46,39 +44,14 @@ from torchstream.explain._pdp_grid import (
     _evaluation_points,
     _feature_index,
     _grid_settings,
-    _group_spec,
     _int_at_least,
     _range_storage,
 )
+from torchstream.explain.pdp_grid import group_spec as _group_spec
 from torchstream.explain.smoothing import ExponentialSmoother, check_alpha
 from torchstream.typing import BatchView, ModelFn
 
 __all__ = ["IncrementalPDP"]
-
-
-class _CallableImportance(torch.Tensor):
-    """The importance vector that can still be called as the method it used to be: calling
-    it warns (``DeprecationWarning``) and returns the explained feature's score. Arithmetic on
-    it gives plain tensors."""
-
-    _score: float
-    __torch_function__ = torch._C._disabled_torch_function_impl  # type: ignore[assignment]
-
-    @classmethod
-    def of(cls, values: torch.Tensor, score: float) -> _CallableImportance:
-        out = torch.Tensor._make_subclass(cls, values)
-        out._score = score
-        return out
-
-    def __repr__(self, *, tensor_contents: object = None) -> str:  # type: ignore[override]
-        return repr(self.as_subclass(torch.Tensor))
-
-    def __call__(self) -> float:
-        warnings.warn(
-            "IncrementalPDP.importance() is deprecated: importance is a property, a tensor [d] "
-            "(NaN at the columns not explained); the explained feature's value is .score",
-            DeprecationWarning, stacklevel=2)
-        return self._score
 
 
 class IncrementalPDP(CompiledPath, ExplainerBase, PluginBase):
@@ -110,64 +83,29 @@ class IncrementalPDP(CompiledPath, ExplainerBase, PluginBase):
       setting of Thm 3.2 of [^1]. Here the debiased grid *is* the fixed grid (the EMA of a
       constant sequence, debiased, is that constant), returned as such.
 
-    The ICE curves at the current points are blended into PD values shown at the smoothed
-    points, so after a change of the feature's range the plot moves into the new range
-    geometrically (weight ``(1 - alpha)^t`` of what lies ``t`` rows back).
+    A row is explained once the range storage holds two values (the fixed grid needs none;
+    before, :attr:`grid`, :attr:`pd` and :attr:`score` are NaN); a one-point range (a constant
+    feature) gives a one-point grid (:attr:`score` 0 for a numeric feature). The ``B * m``
+    modified rows of a batch go to ``model_fn`` in one call (or in chunks of ``chunk_size``
+    rows), under ``torch.no_grad()``, on the device of ``X``; ``X`` and the model are not
+    changed. Within a batch the model is fixed and the points of all rows come from the range
+    storage as it was before the batch (with a fixed grid this equals ``B`` calls of one row
+    each).
 
-    **Warm-up.** A row is explained only if the range storage before it holds two values (one
-    says nothing about the range): with ``"rolling"`` / ``"quantile"`` the first batch (the
-    first two rows for ``B = 1``; more while values miss the frequency storage's entrance) is only
-    stored. The fixed grid needs no warm-up. Until the first explained row, :attr:`grid` and
-    :attr:`pd` are NaN and :attr:`score` is NaN.
+    With ``feature_groups`` the explained feature is a group, of :attr:`kind`:
 
-    **A constant feature.** Where the range is a single value (``lo == hi``: the feature did not
-    vary over the window, or its two quantiles coincide) the grid is that one point: every row
-    is evaluated there once (its ICE curve is one value, kept as ``m`` equal values in
-    :attr:`ice`), and while every explained row met such a range :attr:`grid` and :attr:`pd` hold
-    one point (the grid exactly the feature's value if it was always the same) and
-    :attr:`score` is 0. Once the range opens, the smoothed points spread out
-    geometrically like after any change of range.
+    * ``"numeric"``: one column, as above;
+    * ``"categorical"``: a one-hot block of ``k`` columns. The grid is the category set (point
+      ``c`` sets column ``c`` of the block to 1, the others to 0), so ``PD(c) = E[f(c,
+      X_rest)]`` for each category; :attr:`grid` is ``0..k-1``, :attr:`grid_labels` the
+      category names, :attr:`grid_rule` ``"categories"``; the grid arguments are not used;
+    * ``"nullable"``: a value column and its ``"<name>:missing"`` indicator. The numeric grid
+      over the present values (indicator 0), plus a last ``"missing"`` point: indicator 1 and
+      the value a missing cell becomes, the running mean of the present values before the
+      batch (:attr:`missing_value`, :func:`~torchstream.schema.running_mean_fill`); its
+      :attr:`grid` entry is NaN.
 
-    **Batches.** For ``B > 1`` the model is held fixed within the batch and the evaluation
-    points of all ``B`` rows come from the range storage *as it was before the batch*; the ``B``
-    ICE curves and the ``B`` copies of the points are folded into the EMAs in closed form and the
-    batch's feature values enter the storage afterwards. With a fixed grid this equals ``B``
-    calls with one row each up to float rounding; with a moving range it lags the per-row
-    algorithm by at most one batch. All ``B * m`` modified rows of a batch go to ``model_fn`` in
-    one call (or in chunks of ``chunk_size`` rows), under ``torch.no_grad()``, on the device of
-    ``X``; ``X`` and the model are not changed.
-
-    **A user's feature as a whole** (``feature_groups``, e.g.
-    :meth:`~torchstream.schema.Schema.feature_groups` with ``feature_names=schema``).
-    ``feature`` then names a group (or gives its position) and the explained feature is that
-    group; :attr:`importance` and :attr:`feature_names` are per group ``[G]``. The group's kind
-    (:attr:`kind`) follows from its columns:
-
-    * one column: ``"numeric"``, exactly the one-column iPDP above;
-    * a one-hot block of ``k`` columns: ``"categorical"``. The grid is the category set: grid
-      point ``c`` sets the block's column ``c`` to 1 and its other columns to 0, so every row
-      given to the model is a valid encoding (exactly one hot). This is the PD of a categorical
-      feature, ``PD(c) = E[f(c, X_rest)]``, one value per category (:attr:`ice` likewise
-      ``[<= n_ice, k]``); :attr:`grid` is the category indices ``0..k-1``,
-      :attr:`grid_labels` their names (the column names without ``"<feature>="``, e.g.
-      ``"Private"`` for ``"workclass=Private"``). The grid arguments are not used (no range,
-      no warm-up; ``fixed_range`` raises) and :attr:`grid_rule` is ``"categories"``. The
-      block of every row of ``X`` must be one-hot (``ValueError`` naming the row otherwise);
-    * two columns, the second named ``"<first>:missing"`` (how a
-      :class:`~torchstream.schema.Schema` names a nullable numeric's indicator): ``"nullable"``.
-      The grid is the numeric grid above, over the *present* values only (indicator 0; a
-      missing cell's value never enters the range storage), every numeric point evaluated with
-      the indicator 0, plus one ``"missing"`` point, last: indicator 1 and the value column set
-      to what a missing cell becomes in the toolkit's tensor streams, the running mean of the
-      present values seen before the batch (0.0 before any,
-      :func:`~torchstream.schema.running_mean_fill`), see :attr:`missing_value`. Its
-      :attr:`grid` entry is NaN (it has no place on the numeric axis), its label
-      ``"missing"``; :attr:`pd` and :attr:`ice` have ``m + 1`` values (``2`` for a one-point
-      range). The indicator must be 0 or 1 (``ValueError`` naming the row otherwise).
-
-    The :attr:`score` of any of them is the same formula: the sample standard deviation of
-    :attr:`pd` over its points (over the categories of a one-hot feature, over the numeric
-    points and the missing point of a nullable numeric).
+    :attr:`score` is the sample standard deviation of :attr:`pd` over all its points.
 
     Parameters
     ----------
@@ -216,27 +154,13 @@ class IncrementalPDP(CompiledPath, ExplainerBase, PluginBase):
         At most this many rows per ``model_fn`` call (a memory cap); None: one call per batch.
     seed
         Seed of the frequency storage's entrance coins (``None``: a fresh random seed).
-    feature_name
-        Deprecated (warns): the name of the explained feature only. Use ``feature_names``. A
-        given ``feature_name`` is kept as the label of the explained column (the other columns
-        are named ``x<j>``), as before.
     compile
-        Run the model's part of each batch as one function compiled with
-        ``torch.compile(dynamic=False)`` (:mod:`torchstream.explain._fused_ipdp`: the ICE
-        inputs, the forward, the explained output, the fold into the EMAs and the trust checks
-        as one flag, read once per batch with the feature values the storage keeps), one
-        compiled graph per batch shape and number of points. The evaluation points (from the
-        range storage as it was before the batch), the "missing" value and the storage update
-        stay outside, as on the eager path, so the plot is the same (up to the float rounding
-        of the compiled kernels). Covered models: an ``nn.Module``, a learner with a
-        ``network`` module (as ``batch.learner`` of the plug-in), and a Python function
-        (``def``, lambda or bound method such as ``lambda Z: net(Z)[:, 0]``), compiled by
-        tracing it: a function that does more than torch operations (NumPy, ``.item()``,
-        printing) cannot be traced, and compiling fails. The first explained batch and a batch
-        the flag rejects (redone eagerly, which raises the usual error naming the row) run
-        eagerly. Where the model is another callable, ``chunk_size`` is set or compiling fails
-        (no C compiler, an untraceable function), the eager path runs and a warning names the
-        reason, once. The one-off compile time is :attr:`compile_seconds`.
+        Run the model's part of each batch as one ``torch.compile``d step
+        (:mod:`torchstream.explain._fused_ipdp`); the points, the "missing" value and the
+        storage update stay outside it, so the plot is the eager one up to float rounding.
+        Covers an ``nn.Module``, a learner with a ``network`` and a Python function of torch
+        operations (compiled by tracing it) without ``chunk_size``; otherwise the eager path runs
+        with a warning. The one-off compile time is :attr:`compile_seconds`.
 
     Attributes
     ----------
@@ -325,14 +249,11 @@ class IncrementalPDP(CompiledPath, ExplainerBase, PluginBase):
         history_size: int = 10,
         chunk_size: int | None = None,
         seed: int | None = 0,
-        feature_name: str | None = None,
         compile: bool = False,
     ) -> None:
         if model_fn is not None and not callable(model_fn):
             raise TypeError(f"model_fn must be callable or None, got {type(model_fn).__name__}")
         self.model_fn = model_fn
-        renamed("feature_name", feature_name, "feature_names", feature_names, None,
-                "IncrementalPDP")
         self._spec: GroupSpec | None = None
         if feature_groups is None:
             self.feature, self._names = _feature_index(feature, feature_names)
@@ -368,7 +289,7 @@ class IncrementalPDP(CompiledPath, ExplainerBase, PluginBase):
         self.n_ice = _int_at_least(n_ice, "n_ice", 0)
         self.history_every = _int_at_least(history_every, "history_every", 1)
         self.history_size = _int_at_least(history_size, "history_size", 0)
-        self.feature_name = self._name_of(feature_name)
+        self.feature_name = self._name_of()
         self.chunk_size = None if chunk_size is None else _int_at_least(chunk_size, "chunk_size", 1)
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
             raise ValueError(f"seed must be an integer or None, got {seed!r}")
@@ -401,14 +322,14 @@ class IncrementalPDP(CompiledPath, ExplainerBase, PluginBase):
         if self.compile and self.chunk_size is not None:
             self._compile_off("chunk_size is set (the compiled step evaluates a batch in one call)")
 
-    def _name_of(self, feature_name: str | None = None) -> str:
+    def _name_of(self) -> str:
         """The explained feature's name: its group's name with ``feature_groups``, else
-        ``feature_names[feature]``, else ``feature_name`` or ``"x<feature>"``."""
+        ``feature_names[feature]``, else ``"x<feature>"``."""
         if self._spec is not None:
             return self._spec.name
         if self._names is not None:
             return self._names[self.feature]
-        return f"x{self.feature}" if feature_name is None else str(feature_name)
+        return f"x{self.feature}"
 
     def _block(self) -> tuple[int, ...]:
         """The explained group's columns (``(feature,)`` without groups)."""
@@ -514,24 +435,20 @@ class IncrementalPDP(CompiledPath, ExplainerBase, PluginBase):
         """The importance per column of ``X`` ``[d]``: :attr:`score` at the explained
         ``feature``, NaN at the columns this explainer does not explain (``d`` is fixed by the
         first batch, or by ``feature_names``; before it the vector has ``feature + 1`` entries,
-        all NaN).
-
-        Calling it, ``importance()``, is the older form: it still returns :attr:`score`, with
-        a ``DeprecationWarning``."""
+        all NaN)."""
         values = torch.full((self._width(),), math.nan, dtype=torch.float64)
         values[self.feature if self._spec is None else self._spec.position] = self.score
-        return _CallableImportance.of(values, self.score)
+        return values
 
     @property
     def feature_names(self) -> list[str]:  # type: ignore[override]
         """Names of the columns of :attr:`importance`: the given ``feature_names``, else
-        ``x<j>`` (with :attr:`feature_name` at ``feature``); the group names with
-        ``feature_groups``."""
+        ``x<j>``; the group names with ``feature_groups``."""
         if self._spec is not None:
             return list(self._spec.group_names)
         if self._names is not None:
             return list(self._names)
-        return [self.feature_name if j == self.feature else f"x{j}" for j in range(self._width())]
+        return [f"x{j}" for j in range(self._width())]
 
     def _width(self) -> int:
         """Columns of ``X``: known from the first batch or ``feature_names``, else at least

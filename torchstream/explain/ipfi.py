@@ -53,17 +53,11 @@ class IncrementalPFI(CompiledPath, LossExplainer):
         return phi / (1 - (1 - alpha)^n)                 # debiased (n rows explained so far)
 
     All ``B * (1 + d * K)`` model evaluations of a batch go to ``model_fn`` in one call (or in
-    chunks of ``chunk_size`` rows), under ``torch.no_grad()``, on the device of ``X``. Neither
-    ``X``, ``y`` nor the model are changed.
-
-    **Batches.** For ``B > 1`` the model is held fixed within the batch and every replacement row
-    of the batch is drawn from the storage *as it was before the batch*; the batch's rows enter
-    the storage afterwards. With a fixed model and a storage that does not change within the
-    batch (e.g. a :class:`~torchstream.explain.storage.FreshSampler`) this gives the same
-    estimate as ``B`` calls with one row each. With a reservoir of ``L`` rows every stored row
-    is drawn about ``B * K / L`` times per feature and batch, which raises the variance: keep
-    ``B`` well below ``storage_size``. The first batch that meets an empty storage is only
-    stored, not explained.
+    chunks of ``chunk_size`` rows), under ``torch.no_grad()``, on the device of ``X``; ``X``,
+    ``y`` and the model are not changed. Within a batch the model is fixed and every draw comes
+    from the storage as it was before the batch, so with a storage that does not change within
+    the batch the estimate equals ``B`` calls of one row each. A batch that meets an empty
+    storage is only stored.
 
     Parameters
     ----------
@@ -79,14 +73,11 @@ class IncrementalPFI(CompiledPath, LossExplainer):
         Smoothing factor in ``(0, 1]``; ``alpha = 2 / (N + 1)`` matches a window of ``N`` rows
         (:func:`~torchstream.explain.smoothing.alpha_for_window`).
     storage
-        ``"geometric"`` (reservoir where each new row replaces a random slot: recent rows,
-        suited to drift), ``"uniform"`` (Vitter's reservoir: all past rows equally likely), or
-        a storage object with ``sample(n)``, ``update(X)`` (and ``state_dict`` for checkpoints).
-        A storage object is asked for ``n = B d K`` rows per batch, in the order (row, feature,
-        draw): row ``t`` of ``sample(n)`` replaces feature ``j`` of row ``b`` in draw ``k`` with
-        ``t = (b d + j) K + k``. A storage whose row ``t`` comes from its own reservoir
-        ``t mod K`` thus gives the mean of ``K`` independent realisations (each with its own
-        reservoir, as in the paper's experiments) in one model call.
+        ``"geometric"`` (each new row replaces a random slot: recent rows, suited to drift),
+        ``"uniform"`` (Vitter's reservoir: all past rows equally likely), or an object with
+        ``sample(n)`` and ``update(X)`` (and ``state_dict`` for checkpoints). An object is asked
+        for ``n = B d K`` rows per batch; row ``t = (b d + j) K + k`` of ``sample(n)`` replaces
+        feature ``j`` of row ``b`` in draw ``k``.
     storage_size
         Rows kept by a named storage.
     n_samples
@@ -103,25 +94,17 @@ class IncrementalPFI(CompiledPath, LossExplainer):
         Seed of the explainer's CPU ``torch.Generator`` (a named storage is seeded from it).
     feature_groups
         ``{feature name: encoded column indices}`` (e.g.
-        :meth:`~torchstream.schema.Schema.feature_groups`), every column in exactly one group:
-        each draw then replaces the whole block of a feature by the block of one stored row (a
-        one-hot block stays one-hot), :attr:`importance` is ``[G]`` and
-        :attr:`feature_names` are the group names, in the mapping's order. A storage object is
-        asked for ``B G K`` rows, in the order (row, group, draw). None: every column is a
-        feature.
+        :meth:`~torchstream.schema.Schema.feature_groups`), every column in exactly one group: a
+        draw replaces the whole block of a feature by the block of one stored row,
+        :attr:`importance` is ``[G]`` and :attr:`feature_names` are the group names. A storage
+        object is then asked for ``B G K`` rows, in the order (row, group, draw). None: every
+        column is a feature.
     compile
-        Run each batch as one function compiled with ``torch.compile(dynamic=False)``
-        (:mod:`torchstream.explain._fused`: replacement values, model input, forward, losses,
-        differences, EMA and the trust checks as one flag read once per batch), one compiled
-        graph per batch shape. Needs a torch module: ``model_fn`` an ``nn.Module``, or a learner
-        with a ``network`` module (as ``batch.learner`` of the plug-in). The random draws are
-        made as on the eager path, so the estimates are the same under a fixed seed (up to the
-        float rounding of the compiled kernels). The first explained batch, a batch the flag
-        rejects (it is then redone eagerly, which raises the usual error naming the row and
-        column) and a batch that meets an empty storage run eagerly. Where the model is not a
-        module, ``chunk_size`` is set or compiling fails (no C compiler, unsupported platform),
-        the eager path runs and a warning names the reason, once. The one-off compile time is
-        :attr:`compile_seconds`.
+        Run each batch's work after the random draws as one ``torch.compile``d step
+        (:mod:`torchstream.explain._fused`); the estimates are the eager ones up to float
+        rounding. Needs a torch module (``model_fn`` an ``nn.Module``, or a learner with a
+        ``network``) and no ``chunk_size``; otherwise the eager path runs with a warning. The
+        one-off compile time is :attr:`compile_seconds`.
 
     Examples
     --------

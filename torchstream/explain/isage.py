@@ -82,65 +82,41 @@ class IncrementalSAGE(CompiledPath, LossExplainer):
         storage.update(x_1..x_B)                         # after explaining
         return phi / (1 - (1 - alpha)^n)                 # debiased
 
-    **Removal.** With ``removal="interventional"`` the imputed rows ``x~_k`` come from the
-    storage through the imputer: ``"joint"`` copies all removed features from one stored row per
-    inner sample, ``"product"`` draws every removed feature from its own stored row; this
-    estimates the interventional game (``f_S(x) = E[f(x_S, X_notS)]``, dependencies between
-    present and removed features broken). With ``removal="observational"`` (or a sampler
-    object, e.g. a configured
-    :class:`~torchstream.explain.conditional.ConditionalTreeSampler`) every removed feature
-    ``j`` of every inner sample is drawn from the tree for ``j`` given the present features
-    ([SAGE]_ Alg. 4); this estimates the observational game (``f_S(x) = E[f(x_S, X_notS) |
-    X_S = x_S]``, on the data manifold), with the conditional approximated by the trees and by
-    a product over the removed features (their mutual dependence is not kept). A feature whose
-    information another one carries then shares its importance with it; interventionally only
-    the feature the model reads gets it ([SAGE]_ §4.3). The sampler is the storage of
-    observational iSAGE: it is updated with the batch after explaining and saved in
-    :meth:`state_dict`. Each coalition gets fresh draws. The
-    ``B * (1 + (d - 1) m)`` model evaluations of a batch (``B * (1 + d m)`` with
-    ``empty_prediction="imputed"``) go to ``model_fn`` under ``torch.no_grad()``, on the device
-    of ``X``: in one call when they fit in one chunk, else the batch first and then its
-    imputed rows in chunks of ``chunk_size`` rows, each chunk built just before its call, so
-    the memory is ``O(chunk_size * d)``, not ``O(B d^2 m)``. The chunking does not change the
-    draws: the estimates are the same for every ``chunk_size`` (up to the last bits of a
-    model whose output for a row depends on how many rows it gets at once). For every row the
-    contributions telescope: ``sum_i delta[b, i] = l(y_empty, y_b) - l(f(x_b), y_b)``
-    (efficiency, at every step).
-
-    **Batches.** For ``B > 1`` the model is held fixed within the batch; every imputed row of the
-    batch is drawn from the storage *as it was before the batch*; ``y_empty`` is still updated
-    row by row (an EMA prefix over the batch's outputs, in closed form); the rows enter the
-    storage after explaining. With a fixed model and a storage that does not change within the
-    batch this equals ``B`` calls with one row each (the tree sampler likewise keeps its trees
-    fixed within a batch and grows them after it). Keep ``B`` well below ``storage_size``
-    with a reservoir (each stored row is reused about ``B (d - 1) m / L`` times per batch).
-    The first batch that meets an empty storage is only stored, not explained.
+    ``x~_k`` are imputed rows: with ``removal="interventional"`` drawn from the storage
+    through the imputer, for the game ``f_S(x) = E[f(x_S, X_notS)]``; with
+    ``removal="observational"`` every removed feature is drawn from a
+    :class:`~torchstream.explain.conditional.ConditionalTreeSampler` given the present features
+    ([SAGE]_ Alg. 4), for ``f_S(x) = E[f(x_S, X_notS) | X_S = x_S]`` (the conditional
+    approximated by the trees and by a product over the removed features). Each coalition gets
+    fresh draws. The ``B * (1 + (d - 1) m)`` model evaluations of a batch (``B * (1 + d m)``
+    with ``empty_prediction="imputed"``) go to ``model_fn`` under ``torch.no_grad()``, on the
+    device of ``X``, in chunks of at most ``chunk_size`` rows (the estimates do not depend on
+    it). Within a batch the model, the storage and the sampler's trees are fixed (``y_empty``
+    still moves row by row); the batch enters them after explaining. A batch that meets an
+    empty storage is only stored. For every row the contributions telescope,
+    ``sum_i delta[b, i] = l(y_empty, y_b) - l(f(x_b), y_b)`` (efficiency).
 
     **Which game is estimated.** SAGE takes the loss of the *average* of ``m`` imputed
     predictions, so with finite ``m`` the estimates are the Shapley values of a finite-``m``
-    game, not of ``nu`` (spec §3.6.4):
+    game, not of ``nu`` (spec §3.6.4); with ``W(S) = E Var(f(X_S, X~_{not S}))`` under the
+    removal's distribution of ``x~`` and ``V = Var f(X)``:
 
     * ``empty_prediction="ema"`` (the paper) estimates ``nu_m(S) = E[l(y_mean, Y)] -
-      E[l(f_m(X, S), Y)]`` with ``f_m`` the ``m``-sample average (and ``nu_m(D) = nu(D)``). For
-      squared loss ``nu_m(S) = nu(S) - W(S) / m`` for ``S`` other than the empty and full set,
-      ``W(S) = E Var(f(X_S, X~_{not S}))``. If ``E[Y | X] = f(X)`` and the features are
-      independent (or ``f`` is linear and removal joint), ``W(S) = V - nu(S)`` with
-      ``V = Var f(X)``, so ``E[delta_i] = (1 + 1/m) phi_i - V / (m d)``: a feature the model
-      ignores gets ``-V / (m d)`` (the null-player property fails).
-    * ``empty_prediction="imputed"`` (bias-corrected variant) also averages ``m`` imputed
-      predictions for the empty coalition. A feature the model ignores then gets expectation
-      exactly 0 at every position of the permutation, for any loss and any feature
-      distribution (null player restored). For squared loss the game is
-      ``nu(S) + (W(empty) - W(S)) / m``; under the conditions above this is
-      ``(1 + 1/m) nu(S)``, so ``E[delta_i] = (1 + 1/m) phi_i`` and ``m / (m + 1)`` times the
-      estimate is SAGE. Efficiency then reads ``sum_i phi_i = E[l(f_m(X, {}), Y)] -
-      E[l(f(X), Y)]``.
+      E[l(f_m(X, S), Y)]`` with ``f_m`` the ``m``-sample average (``nu_m(D) = nu(D)``). For
+      squared loss ``nu_m(S) = nu(S) - W(S) / m`` for ``S`` other than the empty and full set.
+      If ``E[Y | X] = f(X)`` and the features are independent (or ``f`` is linear and removal
+      joint), ``W(S) = V - nu(S)``, so ``E[delta_i] = (1 + 1/m) phi_i - V / (m d)``: a feature
+      the model ignores gets ``-V / (m d)`` (the null-player property fails).
+    * ``empty_prediction="imputed"`` also averages ``m`` imputed predictions for the empty
+      coalition: a feature the model ignores gets expectation exactly 0 at every position, for
+      any loss and feature distribution. For squared loss the game is ``nu(S) + (W(empty) -
+      W(S)) / m``, under the conditions above ``(1 + 1/m) nu(S)``: ``E[delta_i] = (1 + 1/m)
+      phi_i``, and ``m / (m + 1)`` times the estimate is SAGE. Efficiency reads ``sum_i phi_i
+      = E[l(f_m(X, {}), Y)] - E[l(f(X), Y)]``.
 
-    Both are exact statements about expectations over the permutations and the imputations
-    (the EMA of ``y_empty`` adds an ``O(alpha)`` term), for either removal: ``W(S)`` is the
-    variance under the removal's distribution of ``x~`` (marginal, or the sampler's conditional).
-    With an exact conditional sampler and ``E[Y | X] = f(X)`` the condition ``W(S) = V -
-    nu(S)`` holds for the observational game whatever the feature dependence.
+    Both hold in expectation over the permutations and imputations (the EMA of ``y_empty`` adds
+    an ``O(alpha)`` term), for either removal; with an exact conditional sampler and ``E[Y | X]
+    = f(X)``, ``W(S) = V - nu(S)`` holds observationally whatever the feature dependence.
 
     Parameters
     ----------
@@ -156,14 +132,15 @@ class IncrementalSAGE(CompiledPath, LossExplainer):
     removal
         ``"interventional"`` (marginal imputation from ``storage`` through ``imputer``),
         ``"observational"`` (a
-        :class:`~torchstream.explain.conditional.ConditionalTreeSampler` with its defaults and a
-        seed from the explainer's generator) or a conditional sampler object with
+        :class:`~torchstream.explain.conditional.ConditionalTreeSampler` with its defaults,
+        seeded from the explainer's generator) or a conditional sampler object with
         ``impute(x [B, d], mask [B, R, d], storage) -> [B, R, d]`` and ``update(X)`` (and
-        ``__len__`` / ``state_dict`` / ``load_state_dict`` if it has them), which is then used
-        as both imputer and storage. With observational removal ``storage``, ``storage_size``
-        and ``imputer`` are not used (``storage`` / ``imputer`` must keep their defaults).
+        ``__len__`` / ``state_dict`` / ``load_state_dict`` if it has them), used as imputer
+        and storage. Observational removal uses none of ``storage``, ``storage_size`` and
+        ``imputer`` (``storage`` / ``imputer`` must keep their defaults).
     imputer
-        ``"joint"`` (default), ``"product"``, or an object with
+        ``"joint"`` (all removed features from one stored row per inner sample, the default),
+        ``"product"`` (each removed feature from its own stored row), or an object with
         ``impute(x [B, d], mask [B, R, d], storage) -> [B, R, d]`` (``mask`` True = keep ``x``).
     storage, storage_size
         As for :class:`~torchstream.explain.ipfi.IncrementalPFI` (default: a geometric reservoir
@@ -177,39 +154,24 @@ class IncrementalSAGE(CompiledPath, LossExplainer):
         the explainer's generator (``torch.rand(B, d).argsort(1)``).
     chunk_size
         Rows of the expanded model input per ``model_fn`` call (and per chunk of imputed rows
-        built at once). ``None``: as many as fit in :data:`CHUNK_BYTES` on the CPU (4 MiB:
-        1,048 rows at ``d = 1000`` in float32; the whole expanded batch for small ``d``), in
-        :data:`COMPILED_BYTES` (256 MiB) on another device. A custom imputer or
-        sampler still gets the whole mask ``[B, G m, d]`` in one ``impute`` call.
+        built at once). ``None``: as many as fit in :data:`CHUNK_BYTES` on the CPU, in
+        :data:`COMPILED_BYTES` on another device. A custom imputer or sampler still gets the
+        whole mask ``[B, G m, d]`` in one ``impute`` call.
     feature_groups
         ``{feature name: encoded column indices}`` (e.g.
         :meth:`~torchstream.schema.Schema.feature_groups`), every column in exactly one group:
-        the players are then the ``G`` groups (permutations ``torch.rand(B, G).argsort(1)``,
-        coalitions are sets of groups) and a removed group's block is imputed from one stored
-        row: ``"joint"`` fills all removed groups from one row, ``"product"`` each removed group
-        from its own row, observational removal draws each removed group's block from one
-        stored row of the reservoir the group's first column's tree leads to. A custom imputer
-        gets masks in which every group is wholly present or absent and must keep blocks whole
-        itself; a custom sampler must carry the same ``groups``. :attr:`importance` is ``[G]``,
+        the players are the ``G`` groups and a removed group's block is imputed whole from one
+        stored row (per removed group with ``"product"``; observationally from the reservoir
+        the group's first column's tree leads to). A custom imputer must keep blocks whole
+        itself, a custom sampler carry the same ``groups``. :attr:`importance` is ``[G]``,
         :attr:`feature_names` the group names.
     compile
-        Run each batch as one function compiled with ``torch.compile(dynamic=False)``
-        (:mod:`torchstream.explain._fused_isage`: permutations, imputed rows of the chain,
-        forward, mean predictions, ``y_empty``, losses, marginal contributions, EMA and the
-        trust checks as one flag read once per batch), one compiled graph per batch shape.
-        Covers interventional removal with the built-in ``"joint"`` or ``"product"`` imputer
-        on a built-in reservoir, with or without ``feature_groups``, either
-        ``empty_prediction``. Needs a torch module: ``model_fn`` an ``nn.Module``, or a
-        learner with a ``network`` module (as ``batch.learner`` of the plug-in). The random
-        draws are made as on the eager path, so the estimates are the same under a fixed seed
-        (up to the float rounding of the compiled kernels). The first explained batch, a batch
-        the flag rejects (it is then redone eagerly, which raises the usual error naming the
-        row), a batch that meets an empty storage and a batch whose model input exceeds
-        :data:`COMPILED_BYTES` (said once in a warning) run eagerly. Where the model is not a
-        module, ``chunk_size`` is set, the removal is observational, the imputer is a custom
-        object, the storage is not a built-in reservoir or compiling fails (no C compiler,
-        unsupported platform), the eager path runs and a warning names the reason, once. The one-off
-        compile time is :attr:`compile_seconds`.
+        Run each batch's work after the random draws as one ``torch.compile``d step
+        (:mod:`torchstream.explain._fused_isage`); the estimates are the eager ones up to float
+        rounding. Covers interventional removal with a built-in imputer and reservoir, with or
+        without groups, either ``empty_prediction``, on a torch module (``model_fn`` an
+        ``nn.Module``, or a learner with a ``network``) without ``chunk_size``; otherwise the
+        eager path runs with a warning. The one-off compile time is :attr:`compile_seconds`.
 
     Examples
     --------
@@ -233,25 +195,6 @@ class IncrementalSAGE(CompiledPath, LossExplainer):
     ...     print(empty, [round(v, 2) for v in isage.importance.tolist()])
     ema [0.62, 6.17, -1.9]
     imputed [1.77, 8.17, 0.51]
-
-    Observational versus interventional removal ([SAGE]_ §4.3 in small): ``x1 = floor(4 x0)``
-    carries the information of ``x0`` and the model reads ``x1`` only (``V = Var(x1) = 1.25``).
-    With the imputed empty prediction and ``m = 1`` the targets are ``2 phi``: observationally
-    ``x0`` and ``x1`` share the importance, ``(1.25, 1.25, 0)``; interventionally ``x1`` gets all
-    of it, ``(0, 2.5, 0)`` (the tree sampler learns the dependence during the first rows):
-
-    >>> x0 = torch.rand(6000, generator=g, dtype=torch.float64)
-    >>> noise = torch.randn(6000, 2, generator=g, dtype=torch.float64)
-    >>> X = torch.stack([x0, torch.floor(4 * x0), noise[:, 0]], 1)
-    >>> y = X[:, 1] + 0.5 * noise[:, 1]
-    >>> for removal in ("observational", "interventional"):
-    ...     isage = IncrementalSAGE(lambda Z: Z[:, 1], "mse", 3, alpha=0.002, removal=removal,
-    ...                             empty_prediction="imputed", seed=0)
-    ...     for start in range(0, 6000, 200):
-    ...         isage.explain(X[start:start + 200], y[start:start + 200])
-    ...     print(removal, [round(v, 2) for v in isage.importance.tolist()])
-    observational [1.15, 1.33, -0.02]
-    interventional [0.14, 2.29, 0.02]
 
     References
     ----------
