@@ -18,7 +18,7 @@ from functools import partial
 
 from torchstream.distributed.data_parallel import WorkerSetup, cost_per_step, run_data_parallel
 from torchstream.explain import IncrementalSAGE
-from torchstream.learners import OnlineLearner
+from torchstream.learners import OnlineClassifier
 from torchstream.models import MLP
 from torchstream.streams.synthetic.hyperplane import Hyperplane
 
@@ -27,7 +27,7 @@ D, HIDDEN = 100, (128, 128)
 
 def build(rank: int, *, rows: int) -> WorkerSetup:
     stream = Hyperplane(n_features=D, seed=0, n_samples=rows)
-    learner = OnlineLearner(partial(MLP, hidden=HIDDEN), lr=1e-3, scale_inputs=True, seed=0)
+    learner = OnlineClassifier(partial(MLP, hidden=HIDDEN), lr=1e-3, scale_inputs=True, seed=0)
     isage = IncrementalSAGE(learner, "cross_entropy", D, alpha=0.01, seed=10 + rank,
                             empty_prediction="imputed")
     return WorkerSetup(stream, learner, [isage])

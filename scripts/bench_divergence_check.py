@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from torchstream.learners import DivergenceWarning, OnlineLearner
+from torchstream.learners import DivergenceWarning, OnlineClassifier, OnlineLearner, online_learner
 from torchstream.learners.divergence import LossMonitor
 from torchstream.streams import SHARED_DATA, Stream, make_synthetic, shared_data
 
@@ -43,7 +43,8 @@ class _Unchecked:
 
 
 def _learner(unchecked: bool, on_divergence: str, d: int) -> OnlineLearner:
-    model = OnlineLearner.from_spec("mlp", scale_inputs=True, seed=0, on_divergence=on_divergence)
+    model = OnlineClassifier.from_spec("mlp", scale_inputs=True, seed=0,
+                                       on_divergence=on_divergence)
     if unchecked:
         model.__class__ = type("Unchecked", (_Unchecked, type(model)), {})
     model.learn(torch.randn(40, d), torch.randint(0, 2, (40,)))  # build; finish the warm-up
@@ -106,7 +107,7 @@ def ratios(names: list[str], lrs: list[float], batch_sizes: list[int], n: int) -
         for lr in lrs:
             for B in batch_sizes:
                 stream = _stream(name, n)
-                model = OnlineLearner.from_spec(
+                model = online_learner(
                     "mlp", task=stream.task, lr=lr, scale_inputs=True, seed=0,
                     on_divergence="warn", divergence_factor=math.inf,
                 )

@@ -2,7 +2,7 @@
 
 Each row ``i`` holds ``--new`` keys never seen before (``f0``, ``f1``, ... in order) plus the
 previous row's keys, so after ``r`` rows the learner has ``--new * r`` features. The learner is
-``OnlineLearner(MLP, feature_incremental=True)`` (one hidden layer of ``--hidden`` units, Adam),
+``OnlineRegressor(MLP, feature_incremental=True)`` (one hidden layer of ``--hidden`` units, Adam),
 driven through ``learn_one``; the script reports the mean time of a step over the ``--span``
 rows that end at each feature count in ``--at``, on one CPU thread.
 
@@ -19,15 +19,14 @@ from functools import partial
 
 import torch
 
-from torchstream.learners import OnlineLearner
+from torchstream.learners import OnlineRegressor
 from torchstream.models import MLP
 
 
 def run(at: list[int], new: int, span: int, hidden: int) -> dict[int, float]:
     """Mean seconds per ``learn_one`` over the ``span`` rows that end at each count in ``at``."""
     torch.set_num_threads(1)
-    model = OnlineLearner(partial(MLP, hidden=(hidden,)), task="regression",
-                          feature_incremental=True, seed=0)
+    model = OnlineRegressor(partial(MLP, hidden=(hidden,)), feature_incremental=True, seed=0)
     g = torch.Generator().manual_seed(0)
     last = max(at) // new
     values = torch.randn(last * new, generator=g).tolist()

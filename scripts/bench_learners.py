@@ -9,7 +9,7 @@ the accuracy is that of the predictions (argmax of the probabilities vs the labe
   deep-river (the headline ratio; the goal is ours >= 2x deep-river).
 * ``B=1 tensor API`` (ours only): ``predict_proba(X)`` then ``learn(X, y)`` on ``[1, 9]`` tensors.
 * ``--compile`` adds ``B=1 river API, compile=True`` (ours only): the same loop with
-  ``OnlineLearner(..., compile=True)``. Its learner first runs ``COMPILE_WARMUP`` rows untimed
+  ``OnlineClassifier(..., compile=True)``. Its learner first runs ``COMPILE_WARMUP`` rows untimed
   (the one-off compiles of the prediction and the step, for one and for two classes seen), then
   the timed loop over all rows goes on training it.
 * ``ref: torch loop``: a plain per-row loop (forward under ``no_grad``, then forward, loss,
@@ -63,7 +63,7 @@ import torch.nn.functional as F
 from river import datasets
 from torch import nn
 
-from torchstream import OnlineLearner
+from torchstream import OnlineClassifier, OnlineLearner
 from torchstream.models import MLP
 from torchstream.streams import from_river
 
@@ -134,13 +134,13 @@ def factory(d: int, k: int) -> nn.Module:
 
 
 def make_ours(compile: bool = False) -> OnlineLearner:
-    return OnlineLearner(factory, lr=LR, optimizer="adam", seed=SEED, compile=compile)
+    return OnlineClassifier(factory, lr=LR, optimizer="adam", seed=SEED, compile=compile)
 
 
 def initial_weights(d: int) -> list[torch.Tensor]:
     """Our learner's initial weights (the same seed builds the same module every time), as
     ``[W0, b0, W1, b1, ..., W_out, b_out]``; columns follow our features, rows our classes."""
-    probe = OnlineLearner(factory, lr=LR, optimizer="adam", seed=SEED, n_features=d)
+    probe = OnlineClassifier(factory, lr=LR, optimizer="adam", seed=SEED, n_features=d)
     assert probe.module is not None
     return [p.detach().clone() for p in probe.module.parameters()]
 

@@ -56,7 +56,7 @@ same map before and after the drift, so moved inputs stay moved); the learner st
 again with its running statistics.
 
 Settings (one for every case): batches of 25 rows; ``r`` = 8,000 (the before window starts
-after 6,000 rows of learning); learner ``OnlineLearner(MLP(d, k, hidden=(32,)), lr=0.01)``
+after 6,000 rows of learning); learner ``OnlineClassifier(MLP(d, k, hidden=(32,)), lr=0.01)``
 (Adam); ``IncrementalPFI`` with the 0/1 loss, ``alpha = 0.01`` (EMA span 200 rows) and its
 default geometric storage; reporter ``window = 2,000`` rows (10 EMA spans a side),
 ``settle = 6,000`` rows, ``level = 0.05``; stream length ``r + settle + window``. ``settle`` is
@@ -113,7 +113,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from torchstream import OnlineLearner, Prequential
+from torchstream import OnlineClassifier, Prequential
 from torchstream.base import PluginBase
 from torchstream.drift import ERICS
 from torchstream.report.reporter import DriftReporter, Report, json_safe
@@ -498,7 +498,7 @@ def run_case(case: Case) -> Outcome:
     d = len(case.features)
     stream = from_numpy(case.X, case.y, task="classification",
                         feature_names=list(case.features))
-    learner = OnlineLearner(lambda n, k: MLP(n, k, hidden=(32,)), lr=0.01, seed=case.seed)
+    learner = OnlineClassifier(lambda n, k: MLP(n, k, hidden=(32,)), lr=0.01, seed=case.seed)
     ipfi = IncrementalPFI(None, "zero_one", d, alpha=ALPHA, feature_names=list(case.features),
                           seed=case.seed)
     erics = ERICS(ProbitHead(d, epochs=10))

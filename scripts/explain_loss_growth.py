@@ -10,7 +10,7 @@ Measured (torch 2.13 CPU, one thread): cross-entropy x1.77 (Agrawal `age`), x1.8
 """
 
 import torch, time
-from torchstream import OnlineLearner, Prequential
+from torchstream import OnlineClassifier, Prequential
 from torchstream.explain import IncrementalPFI
 from torchstream.models import MLP
 from torchstream.streams import make_synthetic
@@ -20,7 +20,7 @@ for name in ("agrawal", "sea"):
     stream = make_synthetic(name, n_samples=12000, seed=0)
     cols = list(stream.schema.columns)
     torch.manual_seed(0)
-    learner = OnlineLearner(MLP, lr=0.005, scale_inputs=True, seed=0)
+    learner = OnlineClassifier(MLP, lr=0.005, scale_inputs=True, seed=0)
     ex = {l: IncrementalPFI(None, l, len(cols), feature_names=cols, alpha=0.001, seed=0) for l in ("cross_entropy", "zero_one")}
     for l,e in ex.items(): e.name = f"ipfi_{l}"
     h = History()

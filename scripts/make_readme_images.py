@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from torchstream import OnlineLearner, Prequential
+from torchstream import OnlineClassifier, Prequential
 from torchstream.explain import IncrementalPFI, IncrementalSAGE
 from torchstream.models import MLP
 from torchstream.sinks import History, TensorBoardSink
@@ -34,7 +34,7 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     stream = agrawal_drift(n_samples=args.rows, position=args.rows // 2)
     columns = list(stream.schema.columns)
-    learner = OnlineLearner(lambda d, k: MLP(d, k, hidden=(64,)), lr=5e-3, scale_inputs=True,
+    learner = OnlineClassifier(lambda d, k: MLP(d, k, hidden=(64,)), lr=5e-3, scale_inputs=True,
                             seed=0)
     plugins = [IncrementalPFI(None, "cross_entropy", len(columns), feature_names=columns,
                               alpha=0.002, seed=0),

@@ -44,7 +44,7 @@ from torchstream.evaluate import Evaluator, Prequential
 from torchstream.explain.ipdp import IncrementalPDP
 from torchstream.explain.ipfi import IncrementalPFI
 from torchstream.explain.isage import IncrementalSAGE
-from torchstream.learners import OnlineLearner
+from torchstream.learners import OnlineClassifier
 from torchstream.models import MLP
 from torchstream.sinks import History
 from torchstream.streams import agrawal_drift
@@ -80,7 +80,7 @@ def soak(name: str, milestones: list[int], args: argparse.Namespace, out: Path) 
     batch_size, explain = WORKLOADS[name]
     total = milestones[-1]
     stream = agrawal_drift(n_samples=total, position=total // 2, seed=args.seed)
-    learner = OnlineLearner(lambda d, k: MLP(d, k), lr=0.01, scale_inputs=True, seed=args.seed)
+    learner = OnlineClassifier(lambda d, k: MLP(d, k), lr=0.01, scale_inputs=True, seed=args.seed)
     out.mkdir(parents=True, exist_ok=True)
     kwargs: dict[str, Any] = {}
     accepts = inspect.signature(Evaluator.__init__).parameters  # older versions: no file

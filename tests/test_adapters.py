@@ -7,7 +7,7 @@ import pytest
 import torch
 from river import linear_model, tree
 
-from torchstream import OnlineLearner
+from torchstream import OnlineClassifier
 from torchstream.learners import RiverModelFn, SklearnModelFn, as_model_fn
 from torchstream.models import MLP
 from torchstream.streams import STAGGER, Friedman
@@ -63,7 +63,7 @@ def test_sklearn_estimator():
 def test_pass_through_and_errors():
     module = MLP(3, 2)
     assert as_model_fn(module) is module
-    learner = OnlineLearner(lambda d, k: MLP(d, k), n_features=3)
+    learner = OnlineClassifier(lambda d, k: MLP(d, k), n_features=3)
     assert as_model_fn(learner) is learner
 
     def fn(X):

@@ -17,7 +17,7 @@ import torch
 import torchstream.evaluate.runner as runner_module
 from torchstream.evaluate import Evaluator, Prequential
 from torchstream.evaluate.records import DEFAULT_MAX_RECORDS, RecordFile, StepRecords
-from torchstream.learners import OnlineLearner
+from torchstream.learners import OnlineClassifier
 from torchstream.models import MLP
 from torchstream.sinks import History
 from torchstream.sinks.history import DEFAULT_MAX_POINTS
@@ -34,7 +34,7 @@ def clock(monkeypatch):
 
 
 def make(**kwargs):
-    learner = OnlineLearner(lambda d, k: MLP(d, k, hidden=(4,)), lr=0.05, seed=0)
+    learner = OnlineClassifier(lambda d, k: MLP(d, k, hidden=(4,)), lr=0.05, seed=0)
     return Prequential(learner, SEA(seed=3, n_samples=120), batch_size=4, **kwargs)
 
 
@@ -90,9 +90,9 @@ def test_file_and_memory_records_read_back_identically(tmp_path, clock):
     measure.name = "odd"
 
     def build(**kwargs):
-        learners = {f'a,"b"{i}': OnlineLearner(lambda d, k: MLP(d, k, hidden=(4,)), lr=0.05,
+        learners = {f'a,"b"{i}': OnlineClassifier(lambda d, k: MLP(d, k, hidden=(4,)), lr=0.05,
                                                  seed=i) for i in range(2)}
-        learners["nan"] = OnlineLearner(lambda d, k: MLP(d, k, hidden=(3,)), lr=0.1, seed=7)
+        learners["nan"] = OnlineClassifier(lambda d, k: MLP(d, k, hidden=(3,)), lr=0.1, seed=7)
         return Evaluator(learners, SEA(seed=1, n_samples=60), batch_size=3,
                          strategy="holdout", strategy_args={"test_interval": 4},
                          step_measures=[measure], **kwargs)
@@ -264,17 +264,17 @@ def test_noise_variability_keeps_the_last_values_and_resumes_exactly():
 
     stream = SEA(seed=2, n_samples=60)
     whole = make_nv()
-    Evaluator(OnlineLearner(lambda d, k: MLP(d, k, hidden=(4,)), lr=0.05, seed=0), stream,
+    Evaluator(OnlineClassifier(lambda d, k: MLP(d, k, hidden=(4,)), lr=0.05, seed=0), stream,
               batch_size=3, plugins=[whole], record_steps=False).run()
     assert len(whole.values) == 7 and whole.n_dropped == 13
     part = make_nv()
-    ev = Evaluator(OnlineLearner(lambda d, k: MLP(d, k, hidden=(4,)), lr=0.05, seed=0), stream,
+    ev = Evaluator(OnlineClassifier(lambda d, k: MLP(d, k, hidden=(4,)), lr=0.05, seed=0), stream,
                    batch_size=3, plugins=[part], record_steps=False)
     ev.run(steps=9)
     state = ev.state_dict()
     assert len(state["plugins"]["noise_variability"]["values"]) == 7
     rest = make_nv()
-    ev2 = Evaluator(OnlineLearner(lambda d, k: MLP(d, k, hidden=(4,)), lr=0.05, seed=0), stream,
+    ev2 = Evaluator(OnlineClassifier(lambda d, k: MLP(d, k, hidden=(4,)), lr=0.05, seed=0), stream,
                     batch_size=3, plugins=[rest], record_steps=False)
     ev2.load_state_dict(state)
     ev2.run()

@@ -20,7 +20,7 @@ from torchstream.distributed.data_parallel import (
     shard,
 )
 from torchstream.explain import IncrementalPFI
-from torchstream.learners import OnlineLearner
+from torchstream.learners import OnlineClassifier
 from torchstream.models import MLP
 from torchstream.streams import agrawal_drift
 
@@ -36,7 +36,7 @@ def build(rank: int, *, rows: int = ROWS, fail_rank: int | None = None) -> Worke
     if rank == fail_rank:
         raise ValueError(f"no data for rank {rank}")
     stream = agrawal_drift(n_samples=rows, position=rows // 2, seed=3)
-    learner = OnlineLearner(partial(MLP, hidden=(16,)), lr=5e-3, scale_inputs=True, seed=0)
+    learner = OnlineClassifier(partial(MLP, hidden=(16,)), lr=5e-3, scale_inputs=True, seed=0)
     ipfi = IncrementalPFI(learner, "cross_entropy", stream.n_features, alpha=0.01,
                           feature_names=stream.schema.columns, seed=100 + rank)
     return WorkerSetup(stream, learner, [ipfi])

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 import torch
 
-from torchstream import OnlineLearner
+from torchstream import OnlineClassifier, OnlineLearner, OnlineRegressor, online_learner
 from torchstream.learners import DivergenceError, DivergenceWarning
 from torchstream.learners.divergence import LossMonitor
 from torchstream.learners.guard import read_scalars
@@ -117,12 +117,12 @@ def test_constant_loss_is_log_k_and_the_standardised_targets_mean_square():
     target standardised by the running statistics including its batch."""
     g = torch.Generator().manual_seed(3)
     X = torch.randn(32, 2, generator=g)
-    clf = OnlineLearner(mlp, n_features=2, classes=[0, 1, 2], seed=0)
+    clf = OnlineClassifier(mlp, n_features=2, classes=[0, 1, 2], seed=0)
     for i in range(0, 32, 4):
         clf.learn(X[i : i + 4], torch.randint(0, 3, (4,), generator=g))
     assert clf._monitor.constant_loss == pytest.approx(math.log(3), rel=1e-6)
     y = 5.0 + 3.0 * torch.randn(32, generator=g, dtype=torch.float64)
-    reg = OnlineLearner(mlp, n_features=2, task="regression", seed=0)
+    reg = OnlineRegressor(mlp, n_features=2, seed=0)
     total = 0.0
     for i in range(0, 32, 4):
         reg.learn(X[i : i + 4], y[i : i + 4])
@@ -130,7 +130,7 @@ def test_constant_loss_is_log_k_and_the_standardised_targets_mean_square():
         z = (y[i : i + 4] - seen.mean()) / seen.std(unbiased=False)
         total += float((z**2).sum())
     assert reg._monitor.constant_loss == pytest.approx(total / 32, rel=1e-9)
-    unscaled = OnlineLearner(mlp, n_features=2, task="regression", scale_targets=False, seed=0)
+    unscaled = OnlineRegressor(mlp, n_features=2, scale_targets=False, seed=0)
     unscaled.learn(X, y)
     assert unscaled._monitor.constant_loss is None  # the targets' unit is the caller's
 
@@ -146,7 +146,7 @@ def test_a_poor_start_is_said_once_and_training_goes_on():
     x1 = torch.randn(n, generator=g, dtype=torch.float64)
     X = torch.stack([ts, x1], 1)
     y = 1e6 * x1 + 1e5 * torch.randn(n, generator=g, dtype=torch.float64)
-    model = OnlineLearner(mlp, n_features=2, task="regression", seed=0)
+    model = OnlineRegressor(mlp, n_features=2, seed=0)
     with warnings.catch_warnings(record=True) as said:
         warnings.simplefilter("always", DivergenceWarning)
         for i in range(0, n, 4):
@@ -158,7 +158,7 @@ def test_a_poor_start_is_said_once_and_training_goes_on():
     monitor = model._monitor
     assert monitor.poor_start() == monitor.initial_loss / monitor.constant_loss > 1e10
     assert model.n_samples_seen == n
-    scaled = OnlineLearner(mlp, n_features=2, task="regression", scale_inputs=True, seed=0)
+    scaled = OnlineRegressor(mlp, n_features=2, scale_inputs=True, seed=0)
     with warnings.catch_warnings():
         warnings.simplefilter("error", DivergenceWarning)
         scaled.learn(X[:40], y[:40])  # a fair start says nothing
@@ -203,7 +203,7 @@ def test_a_slowly_diverging_model_far_worse_than_a_constant_is_stopped(action):
             break
         lowest = min(lowest, median)
     assert expected is not None and expected < 349
-    model = OnlineLearner(_Drifting(start, growth), task="regression", n_features=1,
+    model = OnlineRegressor(_Drifting(start, growth), n_features=1,
                           optimizer="sgd", lr=1e-30, dtype=torch.float64, on_divergence=action)
     X, y = torch.zeros(2, 1, dtype=torch.float64), torch.tensor([1.0, -1.0], dtype=torch.float64)
     with warnings.catch_warnings():
@@ -226,13 +226,13 @@ def test_a_slowly_diverging_model_far_worse_than_a_constant_is_stopped(action):
 
 def test_constructor_and_from_spec_take_on_divergence():
     for action in ("raise", "warn", "skip"):
-        model = OnlineLearner.from_spec("mlp", on_divergence=action, divergence_factor=1e3)
+        model = OnlineClassifier.from_spec("mlp", on_divergence=action, divergence_factor=1e3)
         assert model.on_divergence == action and model.divergence_factor == 1e3
-    assert OnlineLearner(mlp).on_divergence == "raise"
+    assert OnlineClassifier(mlp).on_divergence == "raise"
     with pytest.raises(ValueError, match="on_divergence must be one of raise, warn, skip"):
-        OnlineLearner(mlp, on_divergence="ignore")
+        OnlineClassifier(mlp, on_divergence="ignore")
     with pytest.raises(ValueError, match="divergence_factor"):
-        OnlineLearner(mlp, divergence_factor=0.5)
+        OnlineClassifier(mlp, divergence_factor=0.5)
     assert issubclass(DivergenceError, ValueError)
 
 
@@ -243,7 +243,7 @@ def test_probit_on_unscaled_inputs_stops_at_the_step():
     g = torch.Generator().manual_seed(0)
     X = torch.randn(400, 3, generator=g, dtype=torch.float64) * 1e6
     y = (X[:, 0] + X[:, 1] > 0).long()
-    model = OnlineLearner.from_spec("probit", scale_inputs=False, seed=0)
+    model = OnlineClassifier.from_spec("probit", scale_inputs=False, seed=0)
     losses = []
     with pytest.raises(DivergenceError) as info:
         for i in range(0, 400, 4):
@@ -263,8 +263,8 @@ def test_probit_on_unscaled_inputs_stops_at_the_step():
 
 def test_sgd_blow_up_names_the_non_finite_loss():
     stream = make_synthetic("friedman", n_samples=400, seed=1)
-    model = OnlineLearner(
-        mlp, task="regression", optimizer="sgd", lr=1.0, scale_inputs=True, seed=0,
+    model = OnlineRegressor(
+        mlp, optimizer="sgd", lr=1.0, scale_inputs=True, seed=0,
         dtype=torch.float32,  # float32's range: the blow-up reaches inf
     )
     with pytest.raises(DivergenceError, match=r"the loss is (inf|nan) \[non-finite loss\]"):
@@ -276,7 +276,7 @@ def test_large_learning_rate_explosion_is_caught_before_any_nan():
     """Adam at lr=10 on Friedman: the loss stays finite (MSE 3.6e7 over the run) but rises far
     above the untrained model's loss; the explosion rule stops it."""
     stream = make_synthetic("friedman", n_samples=2000, seed=0)
-    model = OnlineLearner.from_spec("mlp", task="regression", lr=10.0, scale_inputs=True, seed=0)
+    model = OnlineRegressor.from_spec("mlp", lr=10.0, scale_inputs=True, seed=0)
     with pytest.raises(DivergenceError, match=r"\[exploding loss\]") as info:
         for X, y in stream.batches(4):
             model.learn(X, y)
@@ -293,7 +293,7 @@ def _overflowing_row(d: int) -> torch.Tensor:
 
 
 def test_warn_warns_once_per_kind_and_goes_on():
-    model = OnlineLearner(mlp, task="regression", n_features=2, on_divergence="warn", seed=0,
+    model = OnlineRegressor(mlp, n_features=2, on_divergence="warn", seed=0,
                           dtype=torch.float32)  # the row overflows float32
     good = torch.tensor([[0.5, -0.5]])
     with pytest.warns(DivergenceWarning) as record:
@@ -317,9 +317,9 @@ def test_skip_undoes_the_step_exactly():
     g = torch.Generator().manual_seed(3)
     X = torch.randn(40, 2, generator=g)
     y = X.sum(1)
-    kw = dict(task="regression", n_features=2, scale_inputs=True, loss=loss, seed=0)
-    skip = OnlineLearner(mlp, on_divergence="skip", **kw)
-    plain = OnlineLearner(mlp, **kw)
+    kw = dict(n_features=2, scale_inputs=True, loss=loss, seed=0)
+    skip = OnlineRegressor(mlp, on_divergence="skip", **kw)
+    plain = OnlineRegressor(mlp, **kw)
     assert skip.scale_targets and plain.scale_targets
     for i in range(0, 36, 4):
         skip.learn(X[i : i + 4], y[i : i + 4])
@@ -341,8 +341,8 @@ def test_skip_undoes_the_step_exactly():
 
 
 def test_skip_undoes_a_step_that_makes_parameters_non_finite():
-    model = OnlineLearner(
-        mlp, task="regression", n_features=2, optimizer="sgd", lr=1e39, on_divergence="skip",
+    model = OnlineRegressor(
+        mlp, n_features=2, optimizer="sgd", lr=1e39, on_divergence="skip",
         seed=0, dtype=torch.float32,  # lr=1e39 is inf in float32
     )
     before = learner_state(model)
@@ -357,13 +357,13 @@ def test_skip_undoes_a_step_that_makes_parameters_non_finite():
 def test_divergence_state_resumes_exactly(n_first):
     stream = make_synthetic("sea-drift", n_samples=4 * (n_first + 20), seed=2)
     batches = list(stream.batches(4))
-    a = OnlineLearner.from_spec("mlp", scale_inputs=True, seed=0, on_divergence="warn")
+    a = OnlineClassifier.from_spec("mlp", scale_inputs=True, seed=0, on_divergence="warn")
     for X, y in batches[:n_first]:
         a.learn(X, y)
     a.divergences["exploding loss"] = 2  # a count carried by the checkpoint
     buf = io.BytesIO()
     torch.save(a.state_dict(), buf)
-    b = OnlineLearner.from_spec("mlp", scale_inputs=True, seed=0, on_divergence="warn")
+    b = OnlineClassifier.from_spec("mlp", scale_inputs=True, seed=0, on_divergence="warn")
     b.load_state_dict(torch.load(io.BytesIO(buf.getvalue()), weights_only=True))
     assert (b._initial is None) == (a._initial is None) == (n_first * 4 >= 32)
     for X, y in batches[n_first:]:
@@ -378,7 +378,7 @@ def test_divergence_state_resumes_exactly(n_first):
 @pytest.mark.parametrize("name, batch", [("sea-drift", 1), ("agrawal-drift", 4)])
 def test_healthy_seeded_run_never_fires(name, batch):
     stream = make_synthetic(name, n_samples=3000, seed=0)
-    model = OnlineLearner.from_spec("mlp", task=stream.task, scale_inputs=True, seed=0)
+    model = online_learner("mlp", task=stream.task, scale_inputs=True, seed=0)
     with warnings.catch_warnings():
         warnings.simplefilter("error", DivergenceWarning)
         for X, y in stream.batches(batch):
@@ -391,7 +391,7 @@ def test_healthy_seeded_run_never_fires(name, batch):
 
 # ---------------------------------------------------------------- inputs beyond the dtype
 def test_overflowing_input_is_an_error_naming_row_and_column():
-    model = OnlineLearner(mlp, seed=0)
+    model = OnlineClassifier(mlp, seed=0)
     model.learn_one({"a": 1.0, "b": 2.0}, 0)
     model.learn_one({"a": 2.0, "b": 1.0}, 1)
     before = learner_state(model)
@@ -408,20 +408,20 @@ def test_overflowing_input_is_an_error_naming_row_and_column():
     assert_same_state(before, learner_state(model))
     p = model.predict_proba_one({"a": 1.0, "b": 2.0})
     assert all(math.isfinite(v) for v in p.values())
-    wide = OnlineLearner(mlp, seed=0, dtype=torch.float64)
+    wide = OnlineClassifier(mlp, seed=0, dtype=torch.float64)
     wide.learn_one({"a": 1.0, "b": 1e39}, 1)  # float64 holds it
     assert wide.n_samples_seen == 1
 
 
 def test_overflowing_regression_target_is_an_error():
-    model = OnlineLearner(mlp, task="regression", seed=0, dtype=torch.float32)
+    model = OnlineRegressor(mlp, seed=0, dtype=torch.float32)
     with pytest.raises(ValueError, match=r"row 0\): 1e\+39 overflows the model's float32"):
         model.learn_one({"a": 1.0}, 1e39)
 
 
 # ---------------------------------------------------------------- labels
 def test_nan_labels_are_errors_never_a_class():
-    model = OnlineLearner(mlp, seed=0)
+    model = OnlineClassifier(mlp, seed=0)
     for i in range(100):
         with pytest.raises(ValueError, match=r"row 0: the label is missing \(nan\)"):
             model.learn_one({"a": float(i)}, float("nan"))
@@ -438,7 +438,7 @@ def test_nan_labels_are_errors_never_a_class():
 
 
 def test_fractional_label_among_integer_classes_is_an_error():
-    model = OnlineLearner(mlp, seed=0)
+    model = OnlineClassifier(mlp, seed=0)
     model.learn_one({"a": 0.0}, 0)
     model.learn_one({"a": 1.0}, 1)
     msg = r"row 2: label 0.5 is not an integer, but the classes are integers \(0, 1\)"
@@ -447,27 +447,27 @@ def test_fractional_label_among_integer_classes_is_an_error():
     model.learn_one({"a": 1.0}, 1.0)  # 1.0 is the class 1
     model.learn_one({"a": 1.0}, np.int64(1))
     assert model.classes_ == [0, 1]
-    fresh = OnlineLearner(mlp, seed=0)
+    fresh = OnlineClassifier(mlp, seed=0)
     with pytest.raises(ValueError, match=r"row 1: label 0.5 is not an integer.*\(1\)"):
         fresh.learn_many(pd.DataFrame({"a": [0.0, 1.0]}), pd.Series([1, 0.5], dtype=object))
     assert fresh.classes_ == []
-    floats = OnlineLearner(mlp, seed=0)  # a 0/1 column read as floats
+    floats = OnlineClassifier(mlp, seed=0)  # a 0/1 column read as floats
     floats.learn_many(pd.DataFrame({"a": [0.0, 1.0]}), pd.Series([0.0, 1.0]))
     with pytest.raises(ValueError, match=r"row 2: label 0.5 is not an integer"):
         floats.learn_one({"a": 0.5}, 0.5)
     with pytest.raises(ValueError, match=r"row 2: label 2.5 .* declare them, classes="):
         floats.learn_many(pd.DataFrame({"a": [0.0]}), pd.Series([2.5]))
-    halves = OnlineLearner(mlp, classes=[1.0, 2.5], seed=0)  # fractional classes, declared
+    halves = OnlineClassifier(mlp, classes=[1.0, 2.5], seed=0)  # fractional classes, declared
     halves.learn_many(pd.DataFrame({"a": [0.0, 1.0, 2.0]}), pd.Series([1.0, 2.5, 0.5]))
     assert halves.classes_ == [1.0, 2.5, 0.5]
-    names = OnlineLearner(mlp, seed=0)
+    names = OnlineClassifier(mlp, seed=0)
     names.learn_one({"a": 0.0}, "low")
     names.learn_one({"a": 1.0}, 2.5)  # no integer classes: a new class, as any label
     assert names.classes_ == ["low", 2.5]
 
 
 def test_regression_missing_target_names_the_row():
-    model = OnlineLearner(mlp, task="regression", seed=0)
+    model = OnlineRegressor(mlp, seed=0)
     model.learn_one({"a": 0.0}, 1.0)
     with pytest.raises(ValueError, match=r"row 1\): non-finite target nan"):
         model.learn_one({"a": 0.0}, float("nan"))
@@ -481,7 +481,7 @@ def test_probit_module_instance_without_scaling_is_caught():
     """The same probit failure through a module instance and the river API."""
     with torch.random.fork_rng():
         torch.manual_seed(0)
-        model = OnlineLearner(Probit(2, 1), lr=0.01, seed=0)
+        model = OnlineClassifier(Probit(2, 1), lr=0.01, seed=0)
     g = np.random.default_rng(0)
     with pytest.raises(DivergenceError, match="training diverged at row"):
         for _ in range(400):
@@ -490,7 +490,7 @@ def test_probit_module_instance_without_scaling_is_caught():
 
 
 def test_a_bad_label_in_a_batch_adds_no_class():
-    model = OnlineLearner(mlp, seed=0)
+    model = OnlineClassifier(mlp, seed=0)
     model.learn_many(pd.DataFrame({"a": [0.0, 1.0]}), pd.Series([0, 1]))
     before = learner_state(model)
     with pytest.raises(ValueError, match="row 4: the label is missing"):
@@ -523,7 +523,7 @@ class _NoCopy(torch.nn.Module):
 
 
 def test_a_module_that_cannot_be_copied_takes_l_init_from_its_own_first_losses():
-    model = OnlineLearner(_NoCopy(), task="regression", scale_inputs=True, n_features=2, seed=0)
+    model = OnlineRegressor(_NoCopy(), scale_inputs=True, n_features=2, seed=0)
     assert model._initial is None
     g = torch.Generator().manual_seed(0)
     X = torch.randn(40, 2, generator=g)
@@ -542,7 +542,7 @@ def test_a_label_far_beyond_the_classes_is_an_error_naming_it():
     """y holds indices into classes_: 10**6 would make 1,000,001 output units for two rows.
     The error names the row, the index and what to do, and nothing grows; an index that
     implies at most MAX_IMPLIED_CLASSES unseen classes still adds them."""
-    model = OnlineLearner(mlp, n_features=3, seed=0)
+    model = OnlineClassifier(mlp, n_features=3, seed=0)
     model.learn(torch.zeros(2, 3), torch.tensor([0, 1]))
     before = learner_state(model)
     with pytest.raises(ValueError, match=r"y\[1\] \(row 3\): class index 1,000,000 would make "
@@ -560,7 +560,7 @@ def test_a_label_far_beyond_the_classes_is_an_error_naming_it():
 
 @pytest.mark.parametrize("task", ["classification", "regression"])
 def test_complex_inputs_are_an_error_never_their_real_part(task):
-    model = OnlineLearner(mlp, n_features=2, task=task, seed=0)
+    model = online_learner(mlp, n_features=2, task=task, seed=0)
     X = torch.tensor([[1.0 + 2.0j, 3.0 + 0.0j]])
     y = torch.tensor([1]) if task == "classification" else torch.tensor([0.5])
     with pytest.raises(TypeError, match=r"X must hold real numbers, got dtype torch.complex64"):
@@ -578,14 +578,14 @@ def test_complex_inputs_are_an_error_never_their_real_part(task):
 def test_an_empty_batch_on_a_trained_learner_is_a_clear_error(task):
     """As the explainers and the dict / frame API: an empty batch is a ValueError saying so
     (it reached the divergence guard's row search as an IndexError), and changes nothing."""
-    model = OnlineLearner(mlp, n_features=2, task=task, seed=0)
+    model = online_learner(mlp, n_features=2, task=task, seed=0)
     y = torch.tensor([0, 1]) if task == "classification" else torch.tensor([0.5, -1.0])
     model.learn(torch.randn(2, 2), y)
     before = learner_state(model)
     with pytest.raises(ValueError, match=r"X has no rows \(shape \[0, 2\]\)"):
         model.learn(torch.zeros(0, 2), y[:0])
     frame = pd.DataFrame({0: [], 1: []}, dtype=float)
-    model_dict = OnlineLearner(mlp, task=task, seed=0)
+    model_dict = online_learner(mlp, task=task, seed=0)
     model_dict.learn_many(pd.DataFrame({"a": [1.0, 2.0], "b": [0.0, 1.0]}), pd.Series(y.tolist()))
     with pytest.raises(ValueError, match=r"X has no rows|empty batch"):
         model_dict.learn_many(frame.rename(columns={0: "a", 1: "b"}), pd.Series([], dtype=float))

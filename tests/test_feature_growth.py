@@ -11,7 +11,7 @@ from functools import partial
 import pytest
 import torch
 
-from torchstream import OnlineLearner
+from torchstream import OnlineLearner, OnlineRegressor
 from torchstream.learners.training import grow_input_layer, input_layer
 from torchstream.models import MLP
 from torchstream.schema import Schema
@@ -28,8 +28,7 @@ def rows(n: int, new: int = 2) -> list[tuple[dict[str, float], float]]:
 
 
 def learner() -> OnlineLearner:
-    return OnlineLearner(partial(MLP, hidden=(HIDDEN,)), task="regression",
-                         feature_incremental=True, seed=0)
+    return OnlineRegressor(partial(MLP, hidden=(HIDDEN,)), feature_incremental=True, seed=0)
 
 
 def test_growth_reallocates_log_times_and_copies_linear_columns(monkeypatch):

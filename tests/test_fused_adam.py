@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from torchstream import OnlineLearner
+from torchstream import OnlineClassifier
 from torchstream.learners import online
 from torchstream.learners.fused_adam import fused_adam_step
 from torchstream.models import MLP
@@ -89,7 +89,7 @@ def test_learner_steps_as_the_plain_torch_loop(monkeypatch):
     creates the optimiser's state) goes through ``optimizer.step()``."""
     calls = []
     monkeypatch.setattr(online, "optimizer_step", lambda opt: calls.append(opt.step()))
-    learner = OnlineLearner(lambda d, k: MLP(d, k, hidden=(16, 16)), lr=0.01, seed=3,
+    learner = OnlineClassifier(lambda d, k: MLP(d, k, hidden=(16, 16)), lr=0.01, seed=3,
                             classes=[0, 1, 2], n_features=4)
     assert learner.module is not None
     ref = MLP(4, 3, hidden=(16, 16))
@@ -137,7 +137,7 @@ class _WithSpare(nn.Module):
     ],
 )
 def test_guard_flags_exactly_the_non_finite_parameters(spare, flagged):
-    learner = OnlineLearner(_WithSpare, lr=0.01, n_features=2, classes=[0, 1],
+    learner = OnlineClassifier(_WithSpare, lr=0.01, n_features=2, classes=[0, 1],
                             on_divergence="warn")
     assert learner.module is not None
     with torch.no_grad():
@@ -152,7 +152,7 @@ def test_guard_flags_exactly_the_non_finite_parameters(spare, flagged):
 
 
 def test_guard_follows_a_parameter_whose_data_is_replaced():
-    learner = OnlineLearner(_WithSpare, lr=0.01, n_features=2, classes=[0, 1],
+    learner = OnlineClassifier(_WithSpare, lr=0.01, n_features=2, classes=[0, 1],
                             on_divergence="warn")
     assert learner.module is not None
     X, y = torch.tensor([[0.5, -1.0]]), torch.tensor([1])

@@ -512,7 +512,7 @@ def test_inputs_are_not_mutated_and_float32_works():
 
 # ---------------------------------------------------------------------------------- plug-in
 def test_plugin_inside_prequential_logs_to_history():
-    from torchstream import OnlineLearner, Prequential
+    from torchstream import OnlineRegressor, Prequential
     from torchstream.models import MLP
     from torchstream.sinks import History
     from torchstream.streams import from_numpy
@@ -521,7 +521,7 @@ def test_plugin_inside_prequential_logs_to_history():
     X = rng.normal(size=(320, 3))
     y = X[:, 0] - 2 * X[:, 1] + 0.1 * rng.normal(size=320)
     stream = from_numpy(X, y, feature_names=["a", "b", "c"], task="regression")
-    learner = OnlineLearner(lambda d, k: MLP(d, k, hidden=(8,)), task="regression", lr=0.01, seed=0)
+    learner = OnlineRegressor(lambda d, k: MLP(d, k, hidden=(8,)), lr=0.01, seed=0)
     ipfi = IncrementalPFI(None, "mse", 3, alpha=0.05, feature_names=stream.schema, seed=0)
     history = History()
     Prequential(learner, stream, batch_size=32, plugins=[ipfi], sinks=[history]).run()

@@ -679,7 +679,7 @@ def test_inputs_are_not_mutated():
 
 # ---------------------------------------------------------------------------------- plug-in
 def test_plugin_inside_prequential_logs_to_history():
-    from torchstream import OnlineLearner, Prequential
+    from torchstream import OnlineClassifier, Prequential
     from torchstream.models import MLP
     from torchstream.sinks import History
     from torchstream.streams import from_numpy
@@ -688,8 +688,8 @@ def test_plugin_inside_prequential_logs_to_history():
     X = rng.normal(size=(320, 3))
     y = (X[:, 0] + X[:, 1] * X[:, 2] > 0).astype(int)
     stream = from_numpy(X, y, feature_names=["a", "b", "c"], task="classification")
-    learner = OnlineLearner(
-        lambda d, k: MLP(d, k, hidden=(8,)), task="classification", lr=0.01, seed=0
+    learner = OnlineClassifier(
+        lambda d, k: MLP(d, k, hidden=(8,)), lr=0.01, seed=0
     )
     isage = IncrementalSAGE(
         None, "cross_entropy", 3, alpha=0.05, feature_names=stream.schema, seed=0
@@ -706,8 +706,8 @@ def test_plugin_inside_prequential_logs_to_history():
 
     # the run's checkpoint holds the explainer: stop after 4 steps, resume, same end state
     def fresh_run():
-        lrn = OnlineLearner(
-            lambda d, k: MLP(d, k, hidden=(8,)), task="classification", lr=0.01, seed=0
+        lrn = OnlineClassifier(
+            lambda d, k: MLP(d, k, hidden=(8,)), lr=0.01, seed=0
         )
         exp = IncrementalSAGE(
             None, "cross_entropy", 3, alpha=0.05, feature_names=stream.schema, seed=0

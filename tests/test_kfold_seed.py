@@ -7,7 +7,7 @@ import torch
 
 from torchstream.evaluate.runner import Evaluator
 from torchstream.evaluate.strategies import DistributedKFold, derived_seed, get_strategy
-from torchstream.learners import OnlineLearner
+from torchstream.learners import OnlineClassifier
 from torchstream.models import MLP
 from torchstream.streams import SEA
 
@@ -50,7 +50,7 @@ def test_run_seed_reaches_a_named_kfold():
 
 
 def _evaluator(seed, mode="cross"):
-    learner = OnlineLearner(lambda d, k: MLP(d, k, hidden=(4,)), lr=0.05, seed=0)
+    learner = OnlineClassifier(lambda d, k: MLP(d, k, hidden=(4,)), lr=0.05, seed=0)
     return Evaluator(learner, SEA(seed=5, n_samples=300), strategy="kfold",
                      strategy_args={"k": 3, "mode": mode}, batch_size=10, seed=seed)
 

@@ -1,8 +1,8 @@
-"""OnlineLearner(compile=True): the compiled step and prediction give the eager path's predictions
-and parameters under a fixed seed (within float tolerance), through a new class appearing
-mid-stream, input and target scaling; the divergence guard raises the eager message; clone,
-pickle and state_dict resume keep the compiled learner; a module that cannot be compiled warns
-once and runs eagerly.
+"""An online learner's compile=True: the compiled step and prediction give the eager path's
+predictions and parameters under a fixed seed (within float tolerance), through a new class
+appearing mid-stream, input and target scaling; the divergence guard raises the eager message;
+clone, pickle and state_dict resume keep the compiled learner; a module that cannot be compiled
+warns once and runs eagerly.
 
 Tolerance: the compiled graphs fuse the forward pass, loss and gradients into a few kernels that
 sum in another order than the eager kernels, so float32 results differ by rounding (a few ulps
@@ -23,7 +23,7 @@ import pytest
 import torch
 from torch import nn
 
-from torchstream import OnlineLearner
+from torchstream import OnlineClassifier, OnlineLearner, online_learner
 from torchstream.checkpoint import load_checkpoint, save_checkpoint
 from torchstream.learners.divergence import DivergenceError
 from torchstream.models import MLP
@@ -52,7 +52,7 @@ def data(task: str) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def make(task: str, compile: bool, **kw: object) -> OnlineLearner:
-    return OnlineLearner(factory, task=task, lr=1e-2, seed=0, compile=compile, **kw)
+    return online_learner(factory, task=task, lr=1e-2, seed=0, compile=compile, **kw)
 
 
 def run(learner: OnlineLearner, X: torch.Tensor, y: torch.Tensor, b: int) -> list[torch.Tensor]:
@@ -187,8 +187,8 @@ class GraphBreak(nn.Module):
 
 def test_a_module_that_cannot_compile_warns_once_and_runs_eagerly() -> None:
     X, y = data("classification")
-    eager = OnlineLearner(GraphBreak, lr=1e-2, seed=0)
-    compiled = OnlineLearner(GraphBreak, lr=1e-2, seed=0, compile=True)
+    eager = OnlineClassifier(GraphBreak, lr=1e-2, seed=0)
+    compiled = OnlineClassifier(GraphBreak, lr=1e-2, seed=0, compile=True)
     run(eager, X, y, 8)
     with pytest.warns(RuntimeWarning, match=r"compile=True\): torch.compile failed") as caught:
         run(compiled, X, y, 8)

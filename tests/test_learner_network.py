@@ -9,7 +9,7 @@ from captum.attr import DeepLift, IntegratedGradients
 
 from torchstream.evaluate import Prequential
 from torchstream.explain import LocalAttributor
-from torchstream.learners import OnlineLearner
+from torchstream.learners import OnlineClassifier, OnlineLearner, online_learner
 from torchstream.models import MLP, Probit
 from torchstream.sinks import History
 from torchstream.streams import SEA
@@ -24,7 +24,7 @@ def _trained(task: str, factory, *, scale_targets=None, n_classes: int = 3) -> O
         y = ((X[:, 0] > 3).long() + (X[:, 1] > 3).long()).clamp(max=n_classes - 1)
     else:
         y = 2 * X[:, 0] + X[:, 1]
-    learner = OnlineLearner(factory, task=task, lr=0.01, seed=0, scale_inputs=True,
+    learner = online_learner(factory, task=task, lr=0.01, seed=0, scale_inputs=True,
                             scale_targets=scale_targets, dtype=F64)
     for i in range(0, 300, 20):
         learner.learn(X[i:i + 20], y[i:i + 20])
@@ -96,8 +96,8 @@ def test_deeplift_on_a_scaled_regressor_is_exact():
 
 def test_network_before_learning_needs_a_width():
     with pytest.raises(RuntimeError, match="no module yet"):
-        OnlineLearner(lambda d, k: MLP(d, k), lr=0.01).network
-    learner = OnlineLearner(lambda d, k: MLP(d, k), lr=0.01, n_features=3, classes=[0, 1])
+        OnlineClassifier(lambda d, k: MLP(d, k), lr=0.01).network
+    learner = OnlineClassifier(lambda d, k: MLP(d, k), lr=0.01, n_features=3, classes=[0, 1])
     X = torch.zeros(2, 3)
     torch.testing.assert_close(learner.network(X), learner(X))
 
@@ -141,7 +141,7 @@ def test_deeplift_of_the_softmax_layer_by_captum_alone_misses_completeness():
 
 def test_local_attributor_of_none_is_a_runner_plug_in_on_the_learner():
     stream = SEA(n_samples=200, seed=0)
-    learner = OnlineLearner(lambda d, k: MLP(d, k, hidden=(8,)), lr=0.01, seed=0)
+    learner = OnlineClassifier(lambda d, k: MLP(d, k, hidden=(8,)), lr=0.01, seed=0)
     local = LocalAttributor(None, "deeplift", 0.0, target="predicted")
     runner = Prequential(learner, stream, batch_size=20, plugins=[local], sinks=[History()])
     runner.run()

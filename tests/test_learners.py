@@ -10,7 +10,7 @@ import pytest
 import torch
 from river import compose, datasets, evaluate, metrics, preprocessing
 
-from torchstream import OnlineClassifier, OnlineLearner, OnlineRegressor, Schema
+from torchstream import OnlineClassifier, OnlineLearner, OnlineRegressor, Schema, online_learner
 from torchstream.learners import RunningStandardizer
 from torchstream.models import MLP, Probit, SoftDecisionTree
 
@@ -19,22 +19,50 @@ def mlp(hidden=(16,)):
     return lambda d, k: MLP(d, k, hidden=hidden)
 
 
-def test_task_dispatch_and_river_types():
+def test_task_classes_and_the_factory():
     from river import base
 
-    clf = OnlineLearner(mlp())
-    reg = OnlineLearner(mlp(), task="regression")
+    clf = OnlineClassifier(mlp())
+    reg = OnlineRegressor(mlp())
     assert isinstance(clf, OnlineClassifier) and isinstance(clf, base.Classifier)
     assert isinstance(reg, OnlineRegressor) and isinstance(reg, base.Regressor)
-    with pytest.raises(ValueError, match="task"):
-        OnlineLearner(mlp(), task="ranking")
+    assert isinstance(clf, OnlineLearner) and isinstance(reg, OnlineLearner)
+    # the factory picks the class a task names, for modules, factories and specs alike
+    assert type(online_learner(mlp(), task="regression")) is OnlineRegressor
+    assert type(online_learner(mlp())) is OnlineClassifier
+    spec = online_learner("mlp", task="regression", lr=0.5, seed=3)
+    assert type(spec) is OnlineRegressor and spec.lr == 0.5 and spec.seed == 3
+    with pytest.raises(ValueError, match="task must be 'classification' or 'regression'"):
+        online_learner(mlp(), task="ranking")
     with pytest.raises(ValueError, match="task"):
         OnlineClassifier(mlp(), task="regression")
+    with pytest.raises(TypeError, match="build an OnlineClassifier or an OnlineRegressor"):
+        OnlineLearner(mlp())
+
+
+def test_the_base_does_not_dispatch_and_imports_no_task_class():
+    """OnlineLearner is a plain base class: no ``__new__`` handing construction to its
+    subclasses, no ``__signature__`` patch, and learners/online.py does not import tasks.py
+    (tasks.py imports online.py: one direction)."""
+    import ast
+    import inspect
+
+    from torchstream.learners import online, tasks
+
+    assert "__new__" not in vars(OnlineLearner) and "__signature__" not in vars(OnlineLearner)
+    assert list(inspect.signature(OnlineRegressor).parameters)[:2] == ["module", "task"]
+
+    def imported(module: object) -> set[str]:
+        tree = ast.parse(inspect.getsource(module))  # type: ignore[arg-type]
+        return {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+
+    assert "torchstream.learners.tasks" not in imported(online)
+    assert "torchstream.learners.online" in imported(tasks)
 
 
 def test_phishing_progressive_accuracy():
     """The learner must learn: >= 0.85 prequential accuracy on river's Phishing."""
-    model = OnlineLearner.from_spec("mlp", seed=0)
+    model = OnlineClassifier.from_spec("mlp", seed=0)
     score = evaluate.progressive_val_score(datasets.Phishing(), model, metrics.Accuracy())
     assert score.get() >= 0.85
     assert model.n_samples_seen == 1250
@@ -42,14 +70,14 @@ def test_phishing_progressive_accuracy():
 
 
 def test_inside_river_pipeline():
-    model = preprocessing.StandardScaler() | OnlineLearner(mlp(), lr=0.01, seed=0)
+    model = preprocessing.StandardScaler() | OnlineClassifier(mlp(), lr=0.01, seed=0)
     assert isinstance(model, compose.Pipeline)
     score = evaluate.progressive_val_score(datasets.Phishing(), model, metrics.Accuracy())
     assert score.get() > 0.8
 
 
 def test_regression_beats_mean_predictor():
-    model = OnlineLearner.from_spec("mlp", task="regression", scale_inputs=True, seed=0)
+    model = OnlineRegressor.from_spec("mlp", scale_inputs=True, seed=0)
     mae = evaluate.progressive_val_score(datasets.TrumpApproval(), model, metrics.MAE()).get()
     ys = [y for _, y in datasets.TrumpApproval()]
     # the running-mean predictor's prequential MAE
@@ -62,7 +90,7 @@ def test_regression_beats_mean_predictor():
 
 
 def test_string_labels_and_new_class_grow_output():
-    model = OnlineLearner(mlp(), lr=0.05, seed=0)
+    model = OnlineClassifier(mlp(), lr=0.05, seed=0)
     assert model.predict_proba_one({"a": 1.0, "b": 0.0}) == {}
     assert model.predict_one({"a": 1.0, "b": 0.0}) is None
     rows = [({"a": 1.0, "b": 0.0}, "cat"), ({"a": 0.0, "b": 1.0}, "dog")]
@@ -87,7 +115,7 @@ def test_string_labels_and_new_class_grow_output():
 
 
 def test_unseen_output_units_have_zero_probability():
-    model = OnlineLearner(mlp(), seed=0)
+    model = OnlineClassifier(mlp(), seed=0)
     model.learn_one({"a": 1.0}, "only")
     X = torch.tensor([[1.0]])
     p = model.predict_proba(X)
@@ -97,7 +125,7 @@ def test_unseen_output_units_have_zero_probability():
 
 
 def test_binary_probit_link_matches_normal_cdf():
-    model = OnlineLearner(lambda d, k: Probit(d, 1), lr=0.01, seed=0)
+    model = OnlineClassifier(lambda d, k: Probit(d, 1), lr=0.01, seed=0)
     X = torch.randn(5, 3)
     model.learn(X, torch.tensor([0, 1, 0, 1, 1]))
     score = model.module(X).reshape(-1)
@@ -108,7 +136,7 @@ def test_binary_probit_link_matches_normal_cdf():
 
 
 def test_tensor_api_shapes_and_model_fn():
-    model = OnlineLearner(mlp(), classes=["a", "b", "c"], n_features=4, seed=0)
+    model = OnlineClassifier(mlp(), classes=["a", "b", "c"], n_features=4, seed=0)
     X = torch.randn(7, 4)
     model.learn(X, torch.tensor([0, 1, 2, 0, 1, 2, 0]))
     assert model.predict_proba(X).shape == (7, 3)
@@ -117,13 +145,13 @@ def test_tensor_api_shapes_and_model_fn():
     assert out.shape == (7, 3) and out.requires_grad
     with pytest.raises(ValueError, match="declared"):
         model.learn(X[:1], torch.tensor([3]))
-    reg = OnlineLearner(mlp(), task="regression", n_features=4)
+    reg = OnlineRegressor(mlp(), n_features=4)
     reg.learn(X, torch.randn(7))
     assert reg.predict(X).shape == (7,)
 
 
 def test_model_fn_does_not_learn_or_mutate():
-    model = OnlineLearner(mlp(), n_features=3, seed=0)
+    model = OnlineClassifier(mlp(), n_features=3, seed=0)
     model.learn(torch.randn(4, 3), torch.tensor([0, 1, 0, 1]))
     before = copy.deepcopy(model.state_dict())
     X = torch.randn(5, 3)
@@ -140,7 +168,7 @@ def test_learn_many_and_predict_many_frames():
     data = list(datasets.Phishing())[:200]
     X = pd.DataFrame([x for x, _ in data])
     y = pd.Series([y for _, y in data])
-    model = OnlineLearner(mlp(), lr=0.01, seed=0)
+    model = OnlineClassifier(mlp(), lr=0.01, seed=0)
     for lo in range(0, 200, 50):
         model.learn_many(X.iloc[lo : lo + 50], y.iloc[lo : lo + 50])
     proba = model.predict_proba_many(X)
@@ -155,8 +183,8 @@ def test_learn_many_and_predict_many_frames():
 def test_batch_of_one_equals_learn_one():
     """learn_one(x, y) and learn(tensor [1, d], index) are the same step."""
     rows = list(datasets.Phishing())[:50]
-    a = OnlineLearner(mlp(), lr=0.01, seed=3, classes=[False, True])
-    b = OnlineLearner(mlp(), lr=0.01, seed=3, classes=[False, True])
+    a = OnlineClassifier(mlp(), lr=0.01, seed=3, classes=[False, True])
+    b = OnlineClassifier(mlp(), lr=0.01, seed=3, classes=[False, True])
     schema = Schema(list(rows[0][0]))
     for x, y in rows:
         a.learn_one(x, y)
@@ -167,11 +195,11 @@ def test_batch_of_one_equals_learn_one():
 
 def test_state_dict_resume_is_exact():
     rows = list(datasets.Phishing())
-    a = OnlineLearner(mlp(), lr=0.01, seed=0)
+    a = OnlineClassifier(mlp(), lr=0.01, seed=0)
     for x, y in rows[:300]:
         a.learn_one(x, y)
     state = copy.deepcopy(a.state_dict())
-    b = OnlineLearner(mlp(), lr=0.01, seed=99)
+    b = OnlineClassifier(mlp(), lr=0.01, seed=99)
     b.load_state_dict(state)
     for x, y in rows[300:600]:
         a.learn_one(x, y)
@@ -182,10 +210,10 @@ def test_state_dict_resume_is_exact():
 
 
 def test_resume_after_output_growth():
-    a = OnlineLearner(mlp(), lr=0.01, seed=0)
+    a = OnlineClassifier(mlp(), lr=0.01, seed=0)
     for i in range(9):
         a.learn_one({"x": float(i)}, i % 3)
-    b = OnlineLearner(mlp(), lr=0.01, seed=0)
+    b = OnlineClassifier(mlp(), lr=0.01, seed=0)
     b.load_state_dict(copy.deepcopy(a.state_dict()))
     assert b.module.output_layer.out_features == 3
     a.learn_one({"x": 1.0}, 0)
@@ -194,7 +222,7 @@ def test_resume_after_output_growth():
 
 
 def test_soft_tree_learner():
-    model = OnlineLearner(lambda d, k: SoftDecisionTree(d, k, depth=3), lr=0.02, seed=0)
+    model = OnlineClassifier(lambda d, k: SoftDecisionTree(d, k, depth=3), lr=0.02, seed=0)
     score = evaluate.progressive_val_score(datasets.Phishing(), model, metrics.Accuracy())
     assert score.get() > 0.8
 
@@ -210,7 +238,7 @@ def test_soft_tree_learner():
     ],
 )
 def test_bad_dict_rows(row, match):
-    model = OnlineLearner(mlp(), seed=0)
+    model = OnlineClassifier(mlp(), seed=0)
     model.learn_one({"a": 1.0, "b": 2.0}, 0)
     with pytest.raises(ValueError, match=match):
         model.learn_one(row, 1)
@@ -219,7 +247,7 @@ def test_bad_dict_rows(row, match):
 
 
 def test_bad_tensors():
-    model = OnlineLearner(mlp(), n_features=3)
+    model = OnlineClassifier(mlp(), n_features=3)
     with pytest.raises(ValueError, match="3"):
         model.learn(torch.zeros(2, 4), torch.tensor([0, 1]))
     with pytest.raises(ValueError, match="row 1, column 2"):
@@ -228,19 +256,19 @@ def test_bad_tensors():
         model.learn(torch.zeros(2, 3), torch.tensor([0, 1, 1]))
     with pytest.raises(ValueError, match=">= 0"):
         model.learn(torch.zeros(1, 3), torch.tensor([-1]))
-    reg = OnlineLearner(mlp(), task="regression", n_features=3)
+    reg = OnlineRegressor(mlp(), n_features=3)
     with pytest.raises(ValueError, match="non-finite"):
         reg.learn(torch.zeros(1, 3), torch.tensor([float("inf")]))
     with pytest.raises(ValueError, match="numbers"):
         reg.learn_one({"a": 1.0, "b": 2.0, "c": 0.0}, "high")
     with pytest.raises(ValueError, match="optimizer"):
-        OnlineLearner(mlp(), optimizer="newton")
+        OnlineClassifier(mlp(), optimizer="newton")
     with pytest.raises(ValueError, match="lr"):
-        OnlineLearner(mlp(), lr=-1.0)
+        OnlineClassifier(mlp(), lr=-1.0)
 
 
 def test_string_feature_without_schema_is_a_clear_error():
-    model = OnlineLearner(mlp())
+    model = OnlineClassifier(mlp())
     with pytest.raises(ValueError, match="feature 'color' holds the string"):
         model.learn_one({"color": "red"}, 0)
 
@@ -249,7 +277,7 @@ def test_schema_with_categoricals():
     from torchstream import Feature
 
     schema = Schema([Feature("x"), Feature("color", "categorical", ("red", "blue"))])
-    model = OnlineLearner(mlp(), schema=schema, lr=0.05, seed=0)
+    model = OnlineClassifier(mlp(), schema=schema, lr=0.05, seed=0)
     for _ in range(50):
         model.learn_one({"x": 0.0, "color": "red"}, 0)
         model.learn_one({"x": 0.0, "color": "blue"}, 1)
@@ -271,7 +299,7 @@ def test_running_standardizer_matches_batch_statistics():
 
 
 def test_to_device_keeps_state():
-    model = OnlineLearner(mlp(), n_features=2, scale_inputs=True, seed=0)
+    model = OnlineClassifier(mlp(), n_features=2, scale_inputs=True, seed=0)
     model.learn(torch.randn(8, 2), torch.randint(0, 2, (8,)))
     X = torch.randn(3, 2)
     before = model.predict_proba(X)
@@ -283,8 +311,8 @@ def test_to_device_keeps_state():
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_cuda_learner_matches_cpu():
     rows = list(datasets.Phishing())[:100]
-    cpu = OnlineLearner(mlp(), lr=0.01, seed=0, device="cpu", dtype=torch.float64)
-    gpu = OnlineLearner(mlp(), lr=0.01, seed=0, device="cuda", dtype=torch.float64)
+    cpu = OnlineClassifier(mlp(), lr=0.01, seed=0, device="cpu", dtype=torch.float64)
+    gpu = OnlineClassifier(mlp(), lr=0.01, seed=0, device="cuda", dtype=torch.float64)
     for x, y in rows:
         cpu.learn_one(x, y)
         gpu.learn_one(x, y)
@@ -296,8 +324,8 @@ def test_prediction_forward_reuse_is_bit_identical():
     """predict_proba_one + learn_one reuses the prediction's forward pass: same weights as
     learning without it (predictions under no_grad take the plain path)."""
     rows = list(datasets.Phishing())[:200]
-    a = OnlineLearner(mlp(), lr=0.01, seed=5)
-    b = OnlineLearner(mlp(), lr=0.01, seed=5)
+    a = OnlineClassifier(mlp(), lr=0.01, seed=5)
+    b = OnlineClassifier(mlp(), lr=0.01, seed=5)
     for x, y in rows:
         pa = a.predict_proba_one(x)
         with torch.no_grad():
@@ -310,12 +338,12 @@ def test_prediction_forward_reuse_is_bit_identical():
 
 
 def test_forward_not_reused_for_a_changed_row():
-    model = OnlineLearner(mlp(), lr=0.01, seed=0)
+    model = OnlineClassifier(mlp(), lr=0.01, seed=0)
     model.learn_one({"a": 0.0, "b": 0.0}, 0)
     x = {"a": 1.0, "b": 2.0}
     model.predict_proba_one(x)
     x["a"] = 5.0  # the same dict object, mutated
-    ref = OnlineLearner(mlp(), lr=0.01, seed=0)
+    ref = OnlineClassifier(mlp(), lr=0.01, seed=0)
     ref.learn_one({"a": 0.0, "b": 0.0}, 0)
     model.learn_one(x, 1)
     ref.learn_one({"a": 5.0, "b": 2.0}, 1)
@@ -326,7 +354,7 @@ def test_forward_not_reused_for_a_changed_row():
 def test_numeric_frame_fast_path_equals_row_path():
     data = list(datasets.Phishing())[:64]
     X = pd.DataFrame([x for x, _ in data])
-    a = OnlineLearner(mlp(), lr=0.01, seed=0)
+    a = OnlineClassifier(mlp(), lr=0.01, seed=0)
     a.learn_one(data[0][0], data[0][1])
     fast = a._encode_many(X[list(reversed(X.columns))])  # column order does not matter
     slow = a.schema.encode(X.to_dict(orient="records"))
@@ -361,7 +389,7 @@ def test_learn_many_on_a_pandas_frame_warns_nothing():
     than letting torch warn that the array is not writable."""
     X = pd.DataFrame({"a": [1.0, 2.0, 3.0], "b": [0.0, 1.0, 0.5]})
     y = pd.Series([0, 1, 0])
-    learner = OnlineLearner(lambda d, k: MLP(d, k), lr=0.01, seed=0)
+    learner = OnlineClassifier(lambda d, k: MLP(d, k), lr=0.01, seed=0)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         learner.learn_many(X, y)

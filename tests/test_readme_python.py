@@ -39,7 +39,7 @@ def ran(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     blocks = python_section_blocks()
     assert len(blocks) == 2, "the section's code blocks changed: update this test"
     first, explainers = blocks
-    assert "IncrementalPFI" in explainers and "OnlineLearner(" in first
+    assert "IncrementalPFI" in explainers and "OnlineClassifier(" in first
     cwd = Path.cwd()
     out = io.StringIO()
     namespace: dict[str, object] = {"print": lambda *a: print(*a, file=out)}

@@ -12,7 +12,7 @@ import pytest
 import torch
 from scipy import stats
 
-from torchstream import OnlineLearner, Prequential
+from torchstream import OnlineClassifier, Prequential
 from torchstream.report.stats import chi2_test, kept_rows, ks_test
 from torchstream.report.reporter import DriftReporter
 from torchstream.explain import IncrementalPFI
@@ -83,7 +83,7 @@ def _report(kind: str, seed: int = 0) -> dict:
         y[flip] = 1 - y[flip]
     torch.manual_seed(seed)
     stream = from_numpy(X, y, task="classification")
-    learner = OnlineLearner(MLP, lr=0.01, scale_inputs=True, seed=seed)
+    learner = OnlineClassifier(MLP, lr=0.01, scale_inputs=True, seed=seed)
     ipfi = IncrementalPFI(None, "cross_entropy", 3, feature_names=["x0", "x1", "x2"],
                           alpha=2 / WINDOW, seed=seed)
     reporter = DriftReporter([ipfi], known_drifts=[DRIFT], window=WINDOW, settle=WINDOW)

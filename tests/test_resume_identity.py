@@ -11,13 +11,13 @@ from torchstream.checkpoint import CheckpointError, load_checkpoint
 from torchstream.cli import main
 from torchstream.evaluate import Prequential
 from torchstream.explain import IncrementalPFI
-from torchstream.learners import OnlineLearner
+from torchstream.learners import online_learner
 from torchstream.models import MLP
 from torchstream.streams import SEA, Friedman
 
 
 def mlp_learner(task, seed=0):
-    return OnlineLearner(lambda d, k: MLP(d, k, hidden=(16,)), task=task, lr=0.01, seed=seed)
+    return online_learner(lambda d, k: MLP(d, k, hidden=(16,)), task=task, lr=0.01, seed=seed)
 
 
 def _runner(stream, *, alpha=0.01):

@@ -104,7 +104,7 @@ def test_the_default_regressor_predicts_in_float64():
     assert model.predict(X).dtype == torch.float64
     assert next(model.module.parameters()).dtype == torch.float64
     assert OnlineRegressor(MLP, dtype=torch.float32).dtype == torch.float32
-    assert OnlineLearner(MLP, task="regression").dtype == torch.float64
+    assert OnlineRegressor(MLP).dtype == torch.float64
 
 
 @pytest.mark.parametrize("factory", ["lambda", "local"])
@@ -245,7 +245,7 @@ def test_probabilities_sum_to_one_within_river_tolerance():
 
 
 def test_a_learner_from_a_spec_pickles():
-    model = OnlineLearner.from_spec("probit", task="classification", lr=0.05)
+    model = OnlineClassifier.from_spec("probit", lr=0.05)
     for x, y in phishing(30):
         model.learn_one(x, y)
     copied = pickle_roundtrip(model)

@@ -1,7 +1,7 @@
 """torchstream: explainable online learning on data streams with PyTorch.
 
-The public classes below are imported on first use (``torchstream.OnlineLearner``, or
-``from torchstream import OnlineLearner``), so ``import torchstream`` stays cheap.
+The public classes below are imported on first use (``torchstream.OnlineClassifier``, or
+``from torchstream import OnlineClassifier``), so ``import torchstream`` stays cheap.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from torchstream.evaluate.prequential import Prequential
     from torchstream.evaluate.runner import Evaluator
     from torchstream.learners.online import OnlineLearner
-    from torchstream.learners.tasks import OnlineClassifier, OnlineRegressor
+    from torchstream.learners.tasks import OnlineClassifier, OnlineRegressor, online_learner
     from torchstream.schema import Feature, Schema
     from torchstream.streams.base import Stream
 
@@ -29,13 +29,14 @@ __all__ = [
     "Schema",
     "Stream",
     "__version__",
+    "online_learner",
 ]
 
 __getattr__, __dir__ = lazy_names(__name__, {
     "torchstream.evaluate.prequential": ("Prequential",),
     "torchstream.evaluate.runner": ("Evaluator",),
     "torchstream.learners.online": ("OnlineLearner",),
-    "torchstream.learners.tasks": ("OnlineClassifier", "OnlineRegressor"),
+    "torchstream.learners.tasks": ("OnlineClassifier", "OnlineRegressor", "online_learner"),
     "torchstream.schema": ("Feature", "Schema"),
     "torchstream.streams.base": ("Stream",),
 })

@@ -197,11 +197,18 @@ class Learner(Protocol):
     ``last_loss`` (NaN for learners without one). ``task`` is ``"classification"``,
     ``"regression"`` or None (any stream); batches are made on ``device`` (None: the CPU) in
     ``dtype``; ``register_classes`` takes the stream's class labels in code order;
-    ``state_dict`` / ``load_state_dict`` checkpoint it."""
+    ``state_dict`` / ``load_state_dict`` checkpoint it. The one learner contract of the
+    package (the registry's learners, the runner's and the explainers' all answer it; a
+    learner may hold ``task``, ``device`` and ``dtype`` as plain attributes)."""
 
-    task: str | None
-    device: torch.device | None
-    dtype: torch.dtype
+    @property
+    def task(self) -> str | None: ...
+
+    @property
+    def device(self) -> torch.device | None: ...
+
+    @property
+    def dtype(self) -> torch.dtype: ...
 
     def __call__(self, X: torch.Tensor) -> torch.Tensor: ...
 

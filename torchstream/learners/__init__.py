@@ -1,9 +1,10 @@
 """Online learners and the adapters that turn any model into a ``ModelFn``.
 
-The learners themselves are imported with the package: ``online`` and ``tasks`` import each
-other (``online`` re-exports the task classes at its end), and entering through ``online`` is
-the order that works. The other names (the river and scikit-learn adapters, which import
-river's trees and, through them, scikit-learn) are imported on first use.
+The learners themselves are imported with the package: :class:`OnlineLearner` (``online``) is
+the base of the task classes :class:`OnlineClassifier` and :class:`OnlineRegressor` (``tasks``,
+with :func:`online_learner`, which builds the one a task names). The other names (the river
+and scikit-learn adapters, which import river's trees and, through them, scikit-learn) are
+imported on first use.
 """
 
 from __future__ import annotations
@@ -11,12 +12,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from torchstream._lazy import lazy_names
-from torchstream.learners.online import (
-    OnlineClassifier,
-    OnlineLearner,
-    OnlineRegressor,
-    resolve_device,
-)
+from torchstream.learners.online import OnlineLearner, resolve_device
+from torchstream.learners.tasks import OnlineClassifier, OnlineRegressor, online_learner
 
 if TYPE_CHECKING:
     from torchstream.learners.adapters import RiverModelFn, SklearnModelFn, as_model_fn
@@ -37,6 +34,7 @@ __all__ = [
     "SklearnModelFn",
     "ThreadsNotice",
     "as_model_fn",
+    "online_learner",
     "resolve_device",
     "use_threads",
 ]

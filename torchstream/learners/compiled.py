@@ -1,4 +1,4 @@
-"""``OnlineLearner(compile=True)``: a learner's training step and prediction as compiled graphs.
+"""``compile=True`` of an online learner: its training step and prediction as compiled graphs.
 
 At one row per step the time of a step goes mostly to launching its many small operations (each
 linear layer, activation, the loss, their gradients), not to the arithmetic. Two functions are

@@ -1,9 +1,11 @@
-"""`OnlineLearner`: a torch module, an optimiser and a loss that learn from a stream."""
+"""`OnlineLearner`: a torch module, an optimiser and a loss that learn from a stream; the base
+of the two task classes, :class:`~torchstream.learners.tasks.OnlineClassifier` and
+:class:`~torchstream.learners.tasks.OnlineRegressor` (``online_learner(..., task=...)`` picks
+one by name)."""
 
 from __future__ import annotations
 
 import copy
-import inspect
 import math
 import pickle
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
@@ -50,9 +52,7 @@ __all__ = [
     "INCREMENTAL_CHECK_SKIPS",
     "RIVER_CHECK_SKIPS",
     "DivergenceError",
-    "OnlineClassifier",
     "OnlineLearner",
-    "OnlineRegressor",
     "resolve_device",
 ]
 
@@ -107,17 +107,6 @@ class _SpecFactory:
         return self.spec.build(n_features, k, task=self.task)
 
 
-class _InitSignature:
-    """``inspect.signature(cls)`` reports ``__init__`` rather than the dispatching ``__new__``
-    (river reads the constructor's parameters from it). Instances have no ``__signature__``."""
-
-    def __get__(self, obj: object, cls: type) -> inspect.Signature:
-        if obj is not None:
-            raise AttributeError("__signature__")
-        sig = inspect.signature(cls.__init__)  # type: ignore[misc]
-        return sig.replace(parameters=list(sig.parameters.values())[1:])
-
-
 def resolve_device(device: str | torch.device | None) -> torch.device:
     """``"auto"`` (or ``None``) picks CUDA when present, else the CPU; a CUDA device gets its
     index (:func:`~torchstream.devices.as_device`)."""
@@ -127,10 +116,11 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
 
 
 class OnlineLearner(RiverAPI, DivergenceGuard, CompiledLearner, river_base.Estimator):
-    """A torch module trained online, one batch (or one row) at a time.
-
-    ``OnlineLearner(..., task="classification")`` builds an :class:`OnlineClassifier` and
-    ``task="regression"`` an :class:`OnlineRegressor`; both have the same two APIs:
+    """A torch module trained online, one batch (or one row) at a time: the base of
+    :class:`~torchstream.learners.tasks.OnlineClassifier` and
+    :class:`~torchstream.learners.tasks.OnlineRegressor`, which are the classes to build
+    (:func:`~torchstream.learners.tasks.online_learner` picks one by ``task``). Both have the
+    same two APIs:
 
     * tensors: ``learn(X, y)``, ``predict(X)``, ``predict_proba(X)`` and ``learner(X)`` (the
       :data:`ModelFn` explainers call: class probabilities ``[B, k]`` or values ``[B]``). ``y``
@@ -148,7 +138,8 @@ class OnlineLearner(RiverAPI, DivergenceGuard, CompiledLearner, river_base.Estim
         (``MLP``), ``functools.partial(MLP, hidden=(64,))`` or a module-level function, which
         pickle (a lambda works too, but its learner cannot be pickled).
     task
-        ``"classification"`` or ``"regression"``.
+        The class's task (``"classification"`` or ``"regression"``); given, it must match
+        (it is a constructor argument so that ``clone()`` and river's checks see it).
     loss
         ``"auto"`` (cross-entropy / MSE), ``"cross_entropy"``, ``"mse"``, ``"absolute"``,
         ``"huber"``, or a callable ``(outputs, y) -> Tensor[B]`` on the module's raw outputs.
@@ -226,8 +217,9 @@ class OnlineLearner(RiverAPI, DivergenceGuard, CompiledLearner, river_base.Estim
 
     >>> from functools import partial
     >>> import pickle
+    >>> from torchstream.learners import OnlineClassifier
     >>> from torchstream.models import MLP
-    >>> learner = OnlineLearner(partial(MLP, hidden=(8,)), n_features=3, seed=0)
+    >>> learner = OnlineClassifier(partial(MLP, hidden=(8,)), n_features=3, seed=0)
     >>> learner.learn(torch.zeros(4, 3), torch.tensor([0, 1, 0, 1]))
     >>> copied = pickle.loads(pickle.dumps(learner))
     >>> bool(torch.equal(copied(torch.ones(2, 3)), learner(torch.ones(2, 3))))
@@ -238,19 +230,6 @@ class OnlineLearner(RiverAPI, DivergenceGuard, CompiledLearner, river_base.Estim
     # river reads these flags on its estimators
     _supervised = True
     _multiclass = True
-    __signature__ = _InitSignature()
-
-    def __new__(cls, *args: object, **kwargs: object) -> OnlineLearner:
-        target = cls
-        if cls is OnlineLearner:
-            task = kwargs.get("task", "classification")
-            if task == "classification":
-                target = OnlineClassifier
-            elif task == "regression":
-                target = OnlineRegressor
-            else:
-                raise ValueError(f"task must be 'classification' or 'regression', got {task!r}")
-        return super().__new__(target)
 
     def __init__(
         self,
@@ -274,6 +253,12 @@ class OnlineLearner(RiverAPI, DivergenceGuard, CompiledLearner, river_base.Estim
         divergence_factor: float = 1e4,
         compile: bool = False,
     ) -> None:
+        if type(self) is OnlineLearner:
+            raise TypeError(
+                "OnlineLearner is the base of the task classes: build an OnlineClassifier or an "
+                "OnlineRegressor, or online_learner(module, task=...) for a task given by name "
+                "(all three from torchstream.learners)"
+            )
         self._init_params: dict[str, Any] = {
             "module": _pristine(module),
             "task": task, "loss": loss, "optimizer": optimizer, "lr": lr,
@@ -363,13 +348,12 @@ class OnlineLearner(RiverAPI, DivergenceGuard, CompiledLearner, river_base.Estim
     def from_spec(
         cls,
         spec: ModelSpec | str | Path,
-        *,
-        task: Task = "classification",
         **overrides: Any,  # OnlineLearner's keywords, each with its own type
     ) -> OnlineLearner:
-        """A learner from a model spec (a :class:`~torchstream.models.ModelSpec`, a spec name
-        such as ``"mlp"`` or a TOML path): the ``[model]`` table builds the module, the
-        ``[learner]`` table gives optimiser, learning rate, loss and seed; ``overrides`` win.
+        """A learner of this class's task from a model spec (a
+        :class:`~torchstream.models.ModelSpec`, a spec name such as ``"mlp"`` or a TOML path):
+        the ``[model]`` table builds the module, the ``[learner]`` table gives optimiser,
+        learning rate, loss and seed; ``overrides`` win.
 
         A ``probit`` spec on a binary task gets one output unit (a true probit classifier).
         """
@@ -381,8 +365,7 @@ class OnlineLearner(RiverAPI, DivergenceGuard, CompiledLearner, river_base.Estim
         if opts:  # weight_decay, momentum, ...
             kwargs["optimizer_kwargs"] = opts
         kwargs.update(overrides)
-        kwargs["task"] = task
-        return cls(_SpecFactory(spec, task), **kwargs)
+        return cls(_SpecFactory(spec, cls.task), **kwargs)
 
     # ------------------------------------------------------------------ river estimator
     def _get_params(self) -> dict[str, object]:
@@ -825,6 +808,3 @@ def _check_picklable(module: nn.Module | ModuleFactory) -> None:
 def _output_width(module_state: Mapping[str, torch.Tensor]) -> int | None:
     w = module_state.get("output_layer.weight")
     return None if w is None else int(w.shape[0])
-
-
-from torchstream.learners.tasks import OnlineClassifier, OnlineRegressor

@@ -1,10 +1,10 @@
 """Learners by name: the one factory behind ``torchstream run``, ``evaluate`` and ``sweep``.
 
 A name is either a *registered* learner or a model spec (a spec name such as ``"mlp"``, or a
-TOML path) built as an :class:`~torchstream.learners.OnlineLearner`. This module registers the
-river models it wraps (:data:`RIVER_MODELS`); learners of higher layers register themselves
-with :func:`register_learner` (the command line registers the Dynamic Model Tree, ``"dmt"``),
-so this module imports nothing above the learners layer.
+TOML path) built as an :class:`~torchstream.learners.OnlineLearner` of the stream's task. This
+module registers the river models it wraps (:data:`RIVER_MODELS`); learners of higher layers
+register themselves with :func:`register_learner` (the command line registers the Dynamic
+Model Tree, ``"dmt"``), so this module imports nothing above the learners layer.
 
 Every learner is a ``ModelFn`` (``learner(X) -> [n, k]`` probabilities or ``[n]`` values), so
 explainers can explain it directly.
@@ -28,7 +28,7 @@ from river import linear_model, naive_bayes, preprocessing, tree
 from river.base import Estimator
 
 from torchstream.base import Learner, LearnerAdapter, as_learner
-from torchstream.learners.online import OnlineLearner
+from torchstream.learners.tasks import online_learner
 from torchstream.learners.river_learner import RiverLearner
 from torchstream.models import available_specs, load_spec
 from torchstream.streams.base import Stream
@@ -46,7 +46,7 @@ class LearnerOptions:
 
     ``seed`` applies to every learner, ``device`` says where torch learners run (river
     models always run on the CPU) and ``compile`` whether a torch learner (a model spec)
-    compiles its step (``OnlineLearner(compile=True)``; other learners have no torch module to
+    compiles its step (an online learner's ``compile=True``; other learners have no torch module to
     compile and run as they are); ``lr``, ``scale_inputs`` and ``on_divergence`` apply only
     to the learners that use them, and a learner refuses one of them that it would ignore.
     """
@@ -154,7 +154,7 @@ def _from_spec(name: str, stream: Stream, options: LearnerOptions) -> BuiltLearn
     for key in ("lr", "on_divergence"):
         if getattr(options, key) is not None:
             overrides[key] = getattr(options, key)
-    learner = OnlineLearner.from_spec(spec, task=stream.task, **overrides)
+    learner = online_learner(spec, task=stream.task, **overrides)
     identity: dict[str, object] = {"name": spec.name, "source": str(spec.source), **spec.model,
                                    "learner": dict(spec.learner)}
     return BuiltLearner(learner, spec.name, identity)

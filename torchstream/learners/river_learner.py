@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -77,7 +77,7 @@ class RiverLearner(LearnerBase):
         classes = getattr(stream, "classes", None)
         return cls(model, stream.schema, n_classes=max(2, len(classes or ())))
 
-    def register_classes(self, classes: list[object]) -> None:
+    def register_classes(self, classes: Sequence[Hashable]) -> None:
         """Check that the probability output has a column for each of the stream's
         ``classes`` (class ``i`` is column ``i``)."""
         if self.task == "classification" and len(classes) > self.n_classes:

@@ -1,16 +1,19 @@
-"""The two task flavours of :class:`~torchstream.learners.online.OnlineLearner`."""
+"""The two task classes of :class:`~torchstream.learners.online.OnlineLearner`, and
+:func:`online_learner`, which builds the one a task names."""
 
 from __future__ import annotations
 
 import math
 import numbers
 from collections.abc import Hashable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import torch
 from river import base as river_base
+from torch import nn
 
 from torchstream.base import new_classes
 from torchstream.learners.network import (
@@ -18,11 +21,12 @@ from torchstream.learners.network import (
     ProbitLink,
     RegressionOutput,
 )
-from torchstream.learners.online import OnlineLearner
+from torchstream.learners.online import ModuleFactory, OnlineLearner
 from torchstream.learners.training import grow_output_layer
+from torchstream.models.specs import ModelSpec
 from torchstream.schema import match_key
 
-__all__ = ["MAX_IMPLIED_CLASSES", "OnlineClassifier", "OnlineRegressor"]
+__all__ = ["MAX_IMPLIED_CLASSES", "TASKS", "OnlineClassifier", "OnlineRegressor", "online_learner"]
 
 #: The most classes one batch of class indices may add without holding a row of each: the
 #: index ``k`` makes ``k + 1`` classes (an output unit each), and only so many may go unseen.
@@ -346,3 +350,39 @@ class OnlineRegressor(OnlineLearner, river_base.MiniBatchRegressor):
     def _labels_from_tensor(self, out: torch.Tensor) -> list[Any]:
         return out.tolist()
 
+
+#: The learner class of each task.
+TASKS: dict[str, type[OnlineLearner]] = {
+    "classification": OnlineClassifier,
+    "regression": OnlineRegressor,
+}
+
+
+def online_learner(
+    model: nn.Module | ModuleFactory | ModelSpec | str | Path,
+    *,
+    task: str = "classification",
+    **options: Any,  # the learner's keywords, each with its own type
+) -> OnlineLearner:
+    """The :class:`OnlineClassifier` or :class:`OnlineRegressor` that ``task`` names, for code
+    that holds the task as a value (a stream's ``task``). ``model`` is a module or a module
+    factory (the classes' ``module``), or a model spec (a :class:`~torchstream.models.ModelSpec`,
+    a spec name such as ``"mlp"`` or a TOML path, as in ``from_spec``); ``options`` are the
+    classes' other keywords.
+
+    >>> from torchstream.models import MLP
+    >>> type(online_learner(MLP, task="regression")).__name__
+    'OnlineRegressor'
+    >>> type(online_learner("probit", scale_inputs=True)).__name__
+    'OnlineClassifier'
+    >>> online_learner(MLP, task="ranking")
+    Traceback (most recent call last):
+    ...
+    ValueError: task must be 'classification' or 'regression', got 'ranking'
+    """
+    cls = TASKS.get(task)
+    if cls is None:
+        raise ValueError(f"task must be 'classification' or 'regression', got {task!r}")
+    if isinstance(model, (ModelSpec, str, Path)):
+        return cls.from_spec(model, **options)
+    return cls(model, **options)

@@ -3,23 +3,30 @@
 from __future__ import annotations
 
 import importlib
+import sys
 from types import ModuleType
 
-from torchstream import reproductions
 from torchstream.reproductions._comparison import Comparison
 from torchstream.streams import data_path
 
 __all__ = ["load", "missing_data", "run"]
 
 
+def _package() -> ModuleType:
+    """The package ``torchstream.reproductions`` (its ``available()`` and ``__path__``): always
+    imported before this module, which it names lazily (so the two do not import each other)."""
+    return sys.modules[__package__]
+
+
 def load(name: str) -> ModuleType:
     """Import the reproduction ``torchstream.reproductions.<name>``; an unknown name, a module
     without ``reproduce`` or a missing optional dependency is a ``ValueError``."""
-    known = reproductions.available()
+    package = _package()
+    known = package.available()
     if name not in known:
         raise ValueError(f"unknown reproduction {name!r}; known: {', '.join(known)}")
     try:
-        module = importlib.import_module(f"{reproductions.PACKAGE}.{name}")
+        module = importlib.import_module(f"{package.__name__}.{name}")
     except ModuleNotFoundError as e:
         if (e.name or "torchstream").split(".")[0] == "torchstream":
             raise

@@ -62,7 +62,7 @@ from river import forest, tree
 from torchstream.drift import PDPDriftDetector
 from torchstream.evaluate import Prequential
 from torchstream.explain import IncrementalPDP
-from torchstream.learners import OnlineLearner, RiverLearner, SklearnModelFn
+from torchstream.learners import OnlineClassifier, RiverLearner, SklearnModelFn
 from torchstream.models import MLP
 from torchstream.reproductions._comparison import Comparison
 from torchstream.schema import Schema
@@ -92,7 +92,7 @@ def elec2_detections(quick: bool) -> list[int]:
                                output_index=1, feature_names=columns, seed=0)
     detector = PDPDriftDetector(explainer)
     if quick:
-        learner = OnlineLearner(lambda d, k: MLP(d, k, hidden=(32,)), lr=5e-3, seed=0,
+        learner = OnlineClassifier(lambda d, k: MLP(d, k, hidden=(32,)), lr=5e-3, seed=0,
                                 scale_inputs=True)
         batch = 10
     else:
@@ -264,7 +264,7 @@ def _learner(quick: bool, river_model: Any, schema: Any) -> Any:
     if not quick:
         return RiverLearner(river_model, schema)
 
-    return OnlineLearner(lambda d, k: MLP(d, k, hidden=(32,), activation="tanh"), lr=1e-2,
+    return OnlineClassifier(lambda d, k: MLP(d, k, hidden=(32,), activation="tanh"), lr=1e-2,
                          seed=0, scale_inputs=True, classes=[0, 1])
 
 
