@@ -3,7 +3,7 @@
 Every module of ``torchstream`` belongs to one layer; a module may import its own layer and the
 layers below it, never a layer above::
 
-    0 data        torchstream.{_version, _deprecation, _lazy, base, checkpoint, compiling,
+    0 data        torchstream.{_version, _lazy, base, checkpoint, compiling,
                   devices, files, losses, schema, streams, typing}
     1 models      torchstream.models
     2 learners    torchstream.learners
@@ -44,7 +44,7 @@ LAYER_NAMES = ("data", "models", "learners", "algorithms", "evaluate", "report",
 #: The layer of every top-level module or subpackage of ``torchstream`` (its name after
 #: ``torchstream.``; ``""`` is the package's own ``__init__``).
 LAYERS: dict[str, str] = {
-    "_version": "data", "_deprecation": "data", "base": "data", "checkpoint": "data",
+    "_version": "data", "base": "data", "checkpoint": "data",
     "_lazy": "data", "compiling": "data", "devices": "data", "files": "data",
     "losses": "data", "schema": "data", "step": "data", "streams": "data", "typing": "data",
     "models": "models",
@@ -289,8 +289,17 @@ def test_strongly_connected_components():
     "torchstream.sweep", "torchstream.reproduce", "torchstream.sinks.plots",
     "torchstream.sinks.evaluation_plots", "torchstream.sinks.selection_plots",
     "torchstream.sinks.local_plots", "torchstream.trees.plot", "torchstream.trees.monitor",
+    "torchstream._deprecation",
 ])
 def test_no_forwarding_modules_are_left(former):
-    """Each module lives at one path: the former paths of moved modules are gone."""
+    """Each module lives at one path: the former paths of moved modules are gone, and so is
+    the helper that kept renamed keywords working."""
     with pytest.raises(ModuleNotFoundError, match=former.replace(".", r"\.")):
         importlib.import_module(former)
+
+
+def test_nothing_in_the_package_is_deprecated():
+    """The package is unreleased: no module, keyword or attribute warns that it is deprecated."""
+    warning = [module for module, (_, source) in package_sources().items()
+               if "DeprecationWarning" in source or "is deprecated" in source]
+    assert not warning, f"modules that deprecate something: {warning}"

@@ -1,43 +1,22 @@
-"""One meaning per name: the renamed keywords and attributes keep working with a
-``DeprecationWarning`` that names the new name, give the same results as the new names, and every
-public constructor that takes a ``seed`` defaults to 0."""
+"""One meaning per name: the former keywords and attributes are gone (the package is
+unreleased: no aliases), and every public constructor that takes a ``seed`` defaults to 0."""
 
 from __future__ import annotations
 
 import importlib
 import inspect
 import pkgutil
-import warnings
 
 import pytest
 import torch
 
 import torchstream
 from torchstream import drift
-from torchstream._deprecation import renamed
 from torchstream.drift import CDLEEDS, ERICS
 from torchstream.evaluate.strategies import DistributedKFold, get_strategy
 from torchstream.explain.ipdp import IncrementalPDP
 
 F64 = torch.float64
-
-
-# ---------------------------------------------------------------------------- the helper
-def test_renamed_returns_the_new_value_when_the_old_keyword_is_not_given():
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        assert renamed("alpha", None, "significance", 0.05, 0.01, "CDLEEDS") == 0.05
-
-
-def test_renamed_warns_with_both_names_and_returns_the_old_value():
-    with pytest.warns(DeprecationWarning) as caught:
-        assert renamed("alpha", 0.05, "significance", 0.01, 0.01, "CDLEEDS") == 0.05
-    assert [str(w.message) for w in caught] == ["CDLEEDS: alpha is deprecated, use significance"]
-
-
-def test_renamed_refuses_both_names():
-    with pytest.raises(TypeError, match="both alpha=0.05 and significance=0.02"):
-        renamed("alpha", 0.05, "significance", 0.02, 0.01, "CDLEEDS")
 
 
 # ---------------------------------------------------------------------------- ERICS, CDLEEDS
@@ -137,9 +116,7 @@ def _public_objects() -> dict[str, object]:
     for info in pkgutil.walk_packages(torchstream.__path__, "torchstream."):
         if any(part.startswith("_") for part in info.name.split(".")):
             continue  # private modules (and __main__)
-        with warnings.catch_warnings():  # deprecated modules warn on import
-            warnings.simplefilter("ignore", DeprecationWarning)
-            module = importlib.import_module(info.name)
+        module = importlib.import_module(info.name)
         for name in getattr(module, "__all__", ()):
             obj = getattr(module, name)
             if inspect.isclass(obj):
