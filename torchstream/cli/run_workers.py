@@ -1,0 +1,126 @@
+"""``torchstream run --workers N``: one stream learned and explained by N processes on this
+machine, with one model and one explanation (:mod:`torchstream.distributed.data_parallel`).
+
+This process starts the workers and waits for them; each worker runs ``torchstream run``
+itself (:func:`torchstream.cli.run.run_command`) with the runner of a worker
+(:mod:`torchstream.cli.run_rank`). Worker 0 prints, writes the run directory (TensorBoard,
+``steps.csv``, the drift report), the checkpoint and ``--result-json``, exactly as a single
+process does; the others write nothing. What is refused, and why, before a worker starts:
+
+- a ``--resume`` checkpoint written by a run with another number of workers (each worker's
+  explainers resume from their own state, and the model was trained on batches of that many
+  workers' rows);
+- ``--compile`` (a compiled explainer folds a batch into its average inside the compiled
+  step, where the workers' contributions cannot be combined);
+- ``--on-divergence skip`` (a step undone by one worker's rows alone would part the
+  replicas);
+- a CUDA ``--device``: the workers exchange through gloo on the CPU (``auto`` runs on the
+  CPU, and says so).
+
+The first SIGINT / SIGTERM is passed on to every worker, which all stop after the same step
+(and write the checkpoint); a second stops at once. A worker that fails or dies stops the run
+with an error naming it and the checkpoint to resume from.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from torchstream.checkpoint import CheckpointError, load_checkpoint
+from torchstream.cli.errors import CommandInterrupted, signal_name
+from torchstream.cli.interrupt import StopRequest
+from torchstream.distributed.data_parallel import Named, WorkerFailed, launch
+
+__all__ = ["Outcome", "checkpoint_workers", "run_workers", "wants_workers"]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How worker 0's ``torchstream run`` ended: its exit status and, when a signal stopped
+    it, the signal and the line that says where the run stopped."""
+
+    code: int
+    signum: int | None = None
+    message: str | None = None
+
+
+def checkpoint_workers(path: str | None, *, trusted: bool = False) -> int | None:
+    """The number of workers of the run that wrote the checkpoint ``path`` (1: one process);
+    None without a path or when the file cannot be read (the run's own checks then say why)."""
+    if not path:
+        return None
+    try:
+        saved = load_checkpoint(path, trusted=trusted)
+    except (CheckpointError, OSError):
+        return None
+    identity = saved.get("identity")
+    config = identity.get("config") if isinstance(identity, Mapping) else None
+    if not isinstance(config, Mapping):
+        return None
+    return int(config.get("workers", 1))
+
+
+def wants_workers(args: argparse.Namespace) -> bool:
+    """Whether ``run`` goes to the workers: ``--workers`` other than 1, or a ``--resume``
+    checkpoint of a run with several workers (refused with the reason when they differ)."""
+    if args.workers != 1:
+        return True
+    saved = checkpoint_workers(args.resume, trusted=args.trust_checkpoint)
+    return saved is not None and saved != 1
+
+
+def run_workers(args: argparse.Namespace) -> int:
+    """Run ``torchstream run`` with ``args.workers`` processes (the options already checked);
+    the exit status of worker 0's run."""
+    n = args.workers
+    if n < 1:
+        raise SystemExit(f"error: --workers must be >= 1, got {n}")
+    saved = checkpoint_workers(args.resume, trusted=args.trust_checkpoint)
+    if saved is not None and saved != n:
+        raise SystemExit(
+            f"error: --resume {args.resume} was written by a run with --workers {saved} and "
+            f"this run has --workers {n}: each worker's explainers resume from their own "
+            f"state, and the model was trained on global batches of {saved} x --batch-size "
+            f"rows; resume with --workers {saved}")
+    if args.compile:
+        raise SystemExit("error: --compile with --workers: a compiled explainer folds a batch "
+                         "into its average inside the compiled step, where the workers' "
+                         "contributions cannot be combined; run without --compile")
+    if args.on_divergence == "skip":
+        raise SystemExit("error: --on-divergence skip with --workers: a step undone by one "
+                         "worker's rows alone would part the replicas; use raise or warn")
+    if args.device not in ("auto", "cpu"):
+        raise SystemExit(f"error: --device {args.device} with --workers: the workers exchange "
+                         "gradients and contributions through gloo on the CPU; use --device "
+                         "cpu (or one process on the GPU: --workers 1)")
+    with StopRequest() as stop:
+        try:
+            outcome: Outcome = launch(Named("torchstream.cli.run_rank", "run_rank", (args,)),
+                                      n, signal_to_pass=lambda: stop.signum)
+        except WorkerFailed as e:
+            if stop.signum is not None:  # a worker met the stop before it could agree on it
+                raise CommandInterrupted(stop.signum, (
+                    f"{_verb(stop.signum)} by {signal_name(stop.signum)} before the workers "
+                    f"could stop at a step boundary ({e}); nothing more was written")) from None
+            raise SystemExit(f"error: {e}{_resume_hint(args)}") from None
+    if outcome.signum is not None:
+        raise CommandInterrupted(outcome.signum, outcome.message or "")
+    return outcome.code
+
+
+def _verb(signum: int) -> str:
+    return "interrupted" if signum == signal.SIGINT else "terminated"
+
+
+def _resume_hint(args: argparse.Namespace) -> str:
+    """Where the run can go on from after a worker failed."""
+    if not args.checkpoint:
+        return "; no --checkpoint was asked for, so the run cannot be resumed"
+    if not Path(args.checkpoint).is_file():
+        return f"; no checkpoint had been written to {args.checkpoint} yet"
+    return (f"; to go on from its last checkpoint, run the same command with --resume "
+            f"{args.checkpoint}")
