@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from torchstream.explain._groups import check_feature_groups
+from torchstream.explain.groups import check_feature_groups
 from torchstream.explain.conditional import ConditionalTreeSampler
 from torchstream.explain.imputers import MarginalImputer
 from torchstream.explain.ipfi import IncrementalPFI

@@ -285,6 +285,45 @@ def test_strongly_connected_components():
     assert strongly_connected({"a": {"b"}, "b": set()}) == []
 
 
+def private_crossings(sources: Mapping[str, tuple[Path, str]]) -> list[str]:
+    """Imports that reach into another subpackage's private parts: a ``_``-prefixed module
+    below it, or a ``_``-prefixed name (dunders aside). The package's own private top-level
+    helpers (``torchstream._lazy``, ``_version``) serve every subpackage and are not counted."""
+    modules = frozenset(sources)
+    found = []
+    for module, (path, source) in sorted(sources.items()):
+        for imp in imports_of(source, module, modules, path.name == "__init__.py"):
+            parts = imp.target.split(".")
+            if parts[0] != PACKAGE or len(parts) < 2 or unit_of(imp.target) == unit_of(module):
+                continue
+            private_module = any(p.startswith("_") for p in parts[2:])
+            private_names = [n for n in imp.names if n.startswith("_") and not n.startswith("__")]
+            if private_module or private_names:
+                found.append(f"{module}:{imp.line} imports {imp}")
+    return found
+
+
+def test_no_subpackage_imports_the_private_parts_of_another():
+    crossings = private_crossings(package_sources())
+    assert not crossings, "private imports across subpackages:\n" + "\n".join(crossings)
+
+
+def test_the_private_check_sees_modules_and_names(tmp_path):
+    sources = _fake_package(tmp_path, {
+        "_lazy.py": "",
+        "explain/__init__.py": "from torchstream._lazy import *\n",
+        "explain/_groups.py": "",
+        "explain/pdp.py": "from torchstream.explain._groups import x\n",  # within explain: fine
+        "drift/__init__.py": "",
+        "drift/erics.py": "from torchstream.explain._groups import x\n"
+                          "from torchstream.explain.pdp import _spec, __doc__, grid\n",
+    })
+    assert private_crossings(sources) == [
+        "torchstream.drift.erics:1 imports torchstream.explain._groups (x)",
+        "torchstream.drift.erics:2 imports torchstream.explain.pdp (_spec, __doc__, grid)",
+    ]
+
+
 @pytest.mark.parametrize("former", [
     "torchstream.sweep", "torchstream.reproduce", "torchstream.sinks.plots",
     "torchstream.sinks.evaluation_plots", "torchstream.sinks.selection_plots",

@@ -54,7 +54,8 @@ FeatureKind = Literal["numeric", "categorical"]
 MISSING = "<missing>"
 OTHER = "<other>"
 
-__all__ = ["MISSING", "OTHER", "Feature", "Schema", "is_missing", "match_key", "running_mean_fill"]
+__all__ = ["MISSING", "OTHER", "Feature", "Schema", "feature_names_for", "is_missing", "match_key",
+           "running_mean_fill"]
 
 _BOOL_TYPES = (bool, np.bool_)
 
@@ -97,6 +98,38 @@ def _check_unique(names: Sequence[Hashable]) -> None:
     seen: set[Hashable] = set()
     dup = {n for n in names if n in seen or seen.add(n)}  # type: ignore[func-returns-value]
     raise ValueError(f"duplicate feature names: {sorted(map(str, dup))}")
+
+
+def feature_names_for(feature_names: Iterable[object] | None, n_features: int) -> list[str]:
+    """The names of ``n_features`` feature columns: ``"x0".."x{d-1}"`` by default, else the
+    given names (a sequence, or anything with a ``.columns`` attribute such as a
+    :class:`Schema`), one per column, unique; the explainers, the drift monitors and the figures
+    name the columns with it.
+
+    >>> feature_names_for(None, 3), feature_names_for(("age", "income"), 2)
+    (['x0', 'x1', 'x2'], ['age', 'income'])
+    >>> feature_names_for(["a", "a"], 2)
+    Traceback (most recent call last):
+    ValueError: feature_names must be unique, duplicated: ['a']
+    """
+    if feature_names is None:
+        return [f"x{j}" for j in range(n_features)]
+    columns = getattr(feature_names, "columns", None)
+    if columns is not None and not isinstance(feature_names, (str, bytes)):
+        feature_names = columns
+    if isinstance(feature_names, (str, bytes)):
+        raise TypeError(f"feature_names must be a sequence of names, got {feature_names!r}")
+    try:
+        names = [str(n) for n in feature_names]
+    except TypeError:
+        msg = f"feature_names must be a sequence of names, got {feature_names!r}"
+        raise ValueError(msg) from None
+    if len(names) != n_features:
+        raise ValueError(f"feature_names has {len(names)} names but n_features is {n_features}")
+    if len(set(names)) != len(names):
+        dup = sorted({n for n in names if names.count(n) > 1})
+        raise ValueError(f"feature_names must be unique, duplicated: {dup}")
+    return names
 
 
 @dataclass(frozen=True)

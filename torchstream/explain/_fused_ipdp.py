@@ -42,7 +42,7 @@ class IpdpConfig(NamedTuple):
     column (a one-hot block's first column), ``indicator`` a nullable numeric's missing
     indicator column (-1 otherwise), ``block`` the explained columns; ``grid_size`` is ``m``
     (the categories of a one-hot block) and ``n_extra`` 1 for the "missing" point of a nullable
-    numeric, else 0; ``output_index`` as in :func:`~torchstream.explain._pdp_grid._evaluate`;
+    numeric, else 0; ``output_index`` as in :func:`~torchstream.explain.pdp_grid._evaluate`;
     ``acc_dtype`` the dtype of the EMAs; ``ema`` whether the EMA is folded here (``decay`` is
     ``(1 - alpha)^B``), else only the ICE values and the points are returned."""
 

@@ -2,9 +2,11 @@
 
 A one-hot encoded categorical feature (and a numeric feature with its missing-value indicator)
 spans several columns; permuting or removing those columns one by one builds rows no encoder
-can produce and splits the feature's importance over its columns. The explainers therefore
-accept ``feature_groups``, a mapping ``{feature name: encoded column indices}`` (e.g.
-:meth:`torchstream.schema.Schema.feature_groups`), and act on every group as a whole.
+can produce and splits the feature's importance over its columns. The explainers, FIRES
+(:mod:`torchstream.select`) and ERICS (:mod:`torchstream.drift`) therefore accept
+``feature_groups``, a mapping ``{feature name: encoded column indices}`` (e.g.
+:meth:`torchstream.schema.Schema.feature_groups`), check it with :func:`check_feature_groups`
+and act on every group as a whole.
 """
 
 from __future__ import annotations

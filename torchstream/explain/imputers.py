@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 import torch
 
-from torchstream.explain._groups import FeatureGroups, check_feature_groups
+from torchstream.explain.groups import FeatureGroups, check_feature_groups
 
 __all__ = ["MarginalImputer"]
 
@@ -53,7 +53,7 @@ class MarginalImputer:
         ``"joint"`` (default) or ``"product"``.
     feature_groups
         ``{feature name: column indices}`` covering the ``d`` columns (or validated
-        :class:`~torchstream.explain._groups.FeatureGroups`): ``"product"`` then draws one row
+        :class:`~torchstream.explain.groups.FeatureGroups`): ``"product"`` then draws one row
         per absent *group* and copies that group's whole block from it (``B * R * G`` draws, in
         ``(b, r, group)`` order), so a one-hot block stays one-hot. The masks must keep every
         group wholly present or wholly absent. ``"joint"`` is unchanged (one row fills all).

@@ -6,7 +6,7 @@ with ``x_a = u`` and ``x_b = v`` set and the other features keeping their distri
 ``PD_ab(u, v) = PD_a(u) + PD_b(v)`` up to a constant; Friedman and Popescu's H² measures the
 share of the (centred) two-way PD that the two one-way PDs do not explain. The estimator is
 iPDP's (:mod:`torchstream.explain.ipdp`) on a grid of ``u`` times a grid of ``v``, each axis
-with iPDP's grid rules and storages (:mod:`torchstream.explain._pdp_grid`), and the two one-way
+with iPDP's grid rules and storages (:mod:`torchstream.explain.pdp_grid`), and the two one-way
 PDs on the same points from the same rows, so that H² follows the model on the stream.
 """
 
@@ -22,7 +22,7 @@ import torch
 from torchstream.base import PluginBase
 from torchstream.checkpoint import check_settings
 from torchstream.devices import to_device
-from torchstream.explain._pdp_grid import (
+from torchstream.explain.pdp_grid import (
     MISSING_LABEL,
     FeatureKind,
     GridRule,
@@ -37,9 +37,9 @@ from torchstream.explain._pdp_grid import (
     _evaluation_points,
     _feature_index,
     _grid_settings,
-    _group_spec,
     _int_at_least,
     _range_storage,
+    group_spec,
 )
 from torchstream.explain.smoothing import ExponentialSmoother, check_alpha
 from torchstream.typing import BatchView, ModelFn
@@ -77,7 +77,7 @@ def h_squared(pd: torch.Tensor, pd_a: torch.Tensor, pd_b: torch.Tensor) -> float
 
 class _Axis:
     """One of the two explained features: its columns and kind (iPDP's
-    :func:`~torchstream.explain._pdp_grid._group_spec`), its grid (iPDP's rules) and the
+    :func:`~torchstream.explain.pdp_grid.group_spec`), its grid (iPDP's rules) and the
     running mean of its present values (a nullable numeric's "missing" point)."""
 
     def __init__(self, spec: GroupSpec | None, column: int, name: str, grid: GridRule,
@@ -317,7 +317,7 @@ class IncrementalPDP2D(PluginBase):
                 column, _ = _feature_index(feature, feature_names)
                 name = names[column] if names is not None else f"x{column}"
             else:
-                spec = _group_spec(feature, feature_groups, names)
+                spec = group_spec(feature, feature_groups, names)
                 column, name, self._width = spec.columns[0], spec.name, spec.n_columns
             ranges = None if fixed_range is None else fixed_range[i]
             axes.append(_Axis(spec, column, name, grid, grid_size, window, quantiles,

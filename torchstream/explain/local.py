@@ -51,11 +51,11 @@ import captum.attr as ca
 import torch
 
 from torchstream.base import PluginBase
-from torchstream.explain._base import feature_names_for
-from torchstream.explain._groups import FeatureGroups, check_feature_groups
 from torchstream.explain._chain import deeplift_through_output
 from torchstream.explain.baselines import Baseline, ConstantBaseline, _seeded
+from torchstream.explain.groups import FeatureGroups, check_feature_groups
 from torchstream.learners.network import ClassProbabilities, LearnerNetwork
+from torchstream.schema import feature_names_for
 from torchstream.typing import BatchView, ModelFn
 
 __all__ = ["METHODS", "LocalAttribution", "LocalAttributor"]

@@ -1,7 +1,12 @@
-"""Helpers of :class:`~torchstream.explain.ipdp.IncrementalPDP` around the estimator: argument
-checks, the explained feature group, the fixed grid, the range storages behind the moving grids
-and the evaluation points they give and the model's explained output at the modified rows (the
-ICE values)."""
+"""The partial-dependence grid of :class:`~torchstream.explain.ipdp.IncrementalPDP` (and of
+:class:`~torchstream.explain.ipdp2d.IncrementalPDP2D` and the drift report's PD curves): argument
+checks, the explained feature group (:func:`group_spec`), the fixed grid, the range storages
+behind the moving grids and the evaluation points they give and the model's explained output at
+the modified rows (the ICE values, :func:`select_output`).
+
+The public names (:data:`MISSING_LABEL`, :class:`GroupSpec`, :func:`group_spec`,
+:func:`select_output`) are shared with the drift report; the ``_``-prefixed helpers serve the
+two estimators of this package."""
 
 from __future__ import annotations
 
@@ -13,9 +18,11 @@ from typing import Any, Literal, NamedTuple
 import torch
 
 from torchstream.explain._checks import first_nonfinite
-from torchstream.explain._groups import check_feature_groups
+from torchstream.explain.groups import check_feature_groups
 from torchstream.explain.storage import FrequencyStorage, RollingExtremes
 from torchstream.typing import ModelFn
+
+__all__ = ["MISSING_LABEL", "GroupSpec", "group_spec", "select_output"]
 
 GridRule = Literal["rolling", "quantile", "fixed"]
 RangeStorage = RollingExtremes | FrequencyStorage
@@ -253,7 +260,7 @@ def _evaluate(
     with torch.no_grad():
         for start in range(0, n, chunk):
             part = Z[start:start + chunk]
-            outs.append(_select_output(model_fn(part), part.shape[0], output_index, step))
+            outs.append(select_output(model_fn(part), part.shape[0], output_index, step))
     out = outs[0] if len(outs) == 1 else torch.cat(outs)
     out = out.to(dtype)
     if not math.isfinite(out.sum().item()):  # one reduction; rows only looked at on failure
@@ -270,7 +277,15 @@ def _evaluate(
     return out
 
 
-def _select_output(out: Any, n: int, output_index: int | None, step: int) -> torch.Tensor:
+def select_output(out: Any, n: int, output_index: int | None, step: int) -> torch.Tensor:
+    """The explained output ``[n]`` of a model's output ``out`` for ``n`` rows: ``out`` itself
+    when it is ``[n]`` (``output_index`` must then be None), else its column ``output_index``
+    (default: 1 for two or more columns, the positive class, else 0); a wrong type, shape or
+    index raises, naming ``step``.
+
+    >>> select_output(torch.tensor([[0.25, 0.75], [0.5, 0.5]]), 2, None, 0).tolist()
+    [0.75, 0.5]
+    """
     if not isinstance(out, torch.Tensor):
         raise TypeError(
             f"model_fn must return a tensor [n] or [n, k], got {type(out).__name__} at step "
@@ -315,7 +330,7 @@ class GroupSpec(NamedTuple):
     n_columns: int  # the number of encoded columns the groups cover
 
 
-def _group_spec(
+def group_spec(
     feature: Any, groups: Mapping[str, Sequence[int]], names: list[str] | None
 ) -> GroupSpec:
     """The explained group ``feature`` (a group name, or its position in ``groups``) of the

@@ -19,7 +19,7 @@ from typing import TypedDict
 
 import torch
 
-from torchstream.explain._pdp_grid import MISSING_LABEL, _group_spec, _select_output
+from torchstream.explain.pdp_grid import MISSING_LABEL, group_spec, select_output
 
 __all__ = ["PDCurve", "pd_curves", "pd_grids"]
 
@@ -51,7 +51,7 @@ def pd_grids(rows: torch.Tensor, features: Sequence[str],
     X = rows.to(torch.float64)
     qs = torch.linspace(0.05, 0.95, grid_size, dtype=torch.float64)
     for name in features:
-        spec = _group_spec(name, groups, list(columns))
+        spec = group_spec(name, groups, list(columns))
         kind, cols, labels = spec.kind, spec.columns, spec.labels
         if kind == "categorical":
             k = len(cols)
@@ -99,7 +99,7 @@ def pd_curves(model: Callable[[torch.Tensor], torch.Tensor], rows: torch.Tensor,
     with torch.no_grad():
         for start in range(0, big.shape[0], chunk):
             part = big[start:start + chunk]
-            outs.append(_select_output(model(part), part.shape[0], output, 0).detach())
+            outs.append(select_output(model(part), part.shape[0], output, 0).detach())
     means = torch.cat(outs).to("cpu", torch.float64).reshape(-1, n).mean(1).tolist()
     curves: dict[str, PDCurve] = {}
     at = 0

@@ -44,7 +44,7 @@ from typing import Any
 import torch
 
 from torchstream.base import FeatureSelectorBase
-from torchstream.explain._groups import FeatureGroups, check_feature_groups
+from torchstream.explain.groups import FeatureGroups, check_feature_groups
 from torchstream.models.distributional import ParameterDistribution
 
 __all__ = ["FIRES", "fires_group_weights", "fires_weights", "minmax_scale", "top_k_stable"]

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from torchstream.base import FeatureSelectorBase, PluginBase
-from torchstream.models.distributional._placement import to_head
+from torchstream.models.distributional.placement import to_head
 from torchstream.select.fires import FIRES
 from torchstream.select.stability import StabilityTracker
 from torchstream.typing import BatchView

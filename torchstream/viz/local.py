@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from matplotlib import colormaps, patches
 import torch
 
-from torchstream.explain._base import feature_names_for
+from torchstream.schema import feature_names_for
 from torchstream.viz._figure import finish_figure, new_figure
 
 if TYPE_CHECKING:

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from torchstream.checkpoint import check_settings
-from torchstream.explain._groups import FeatureGroups, check_feature_groups
 from torchstream.explain.conditional._trees import TreeBank
+from torchstream.explain.groups import FeatureGroups, check_feature_groups
 from torchstream.explain.storage import GeometricReservoir
 
 if TYPE_CHECKING:

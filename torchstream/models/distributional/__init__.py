@@ -1,8 +1,16 @@
 """Models whose weights are independent Gaussians ``N(mu, sigma)`` learned by gradient ascent on
 the log marginal likelihood: the base models of FIRES (feature selection) and ERICS (drift
-detection), plus a label-free autoencoder (an extension)."""
+detection), plus a label-free autoencoder (an extension).
 
-from torchstream.models.distributional._base import GaussianHead, ParameterDistribution
+:func:`check_positive` checks their positive settings (learning rates, noise) and those of the
+detectors built on a head; :func:`~torchstream.models.distributional.placement.to_head` puts a
+batch where a head computes."""
+
+from torchstream.models.distributional._base import (
+    GaussianHead,
+    ParameterDistribution,
+    check_positive,
+)
 from torchstream.models.distributional._monte_carlo import LIKELIHOODS, MonteCarloHead
 from torchstream.models.distributional.autoencoder import AutoencoderHead
 from torchstream.models.distributional.mlp import MLPHead, mlp_feature_aggregation
@@ -23,6 +31,7 @@ __all__ = [
     "ParameterDistribution",
     "ProbitHead",
     "SoftTreeHead",
+    "check_positive",
     "inverse_mills_ratio",
     "mlp_feature_aggregation",
     "probit_log_likelihood",
