@@ -246,7 +246,7 @@ def test_erics_groups_state_roundtrip_and_checks() -> None:
         ERICS(partial=False, feature_groups=groups)
     bad = ERICS(feature_groups={"p": [0], "q": [1, 2]})
     with pytest.raises(ValueError, match="does not cover the columns"):
-        bad.update(torch.zeros(5, dtype=F64), torch.ones(5, dtype=F64))
+        bad.observe(torch.zeros(5, dtype=F64), torch.ones(5, dtype=F64))
 
 
 # ---------------------------------------------------------------------------- adult

@@ -10,6 +10,7 @@ import pkgutil
 
 import pytest
 import torch
+from river import base as river_base
 from river.drift import ADWIN
 
 import torchstream
@@ -105,10 +106,15 @@ def test_every_learner_derives_from_the_base():
     learners = [c for c in CLASSES if _in(c, "torchstream.learners")
                 and callable(getattr(c, "learn", None)) and callable(c.__call__)
                 and "register_classes" in dir(c)]
-    assert learners
+    assert {c.__name__ for c in learners} >= {"OnlineLearner", "RiverLearner"}
     for cls in learners:
-        assert issubclass(cls, LearnerBase), cls
+        # OnlineLearner's base is river's Estimator (its parameters, clone and repr, as river
+        # and scikit-learn read them); it answers the Learner contract's verbs all the same
+        assert issubclass(cls, LearnerBase) or issubclass(cls, river_base.Estimator), cls
         assert _params(cls, "learn")[:2] == ["X", "y"], cls
+        assert _params(cls, "__call__")[:1] == ["X"], cls
+        assert _params(cls, "register_classes") == ["classes"], cls
+        assert _params(cls, "load_state_dict") == ["state"], cls
 
 
 class _Prior(LearnerBase):

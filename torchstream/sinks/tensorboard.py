@@ -69,7 +69,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from matplotlib.figure import Figure
 from tensorboard.plugins.hparams.api_pb2 import DataType
 from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
 from torch.utils.tensorboard import SummaryWriter
@@ -82,6 +81,7 @@ from torchstream.sinks.history import History
 from torchstream.step import StepRecord
 
 if TYPE_CHECKING:
+    from matplotlib.figure import Figure
     from typing_extensions import Self
 
 __all__ = ["ExplanationFigures", "ExplanationLog", "TensorBoardSink", "flatten_config"]
@@ -151,7 +151,7 @@ class ExplanationLog:
 
 
 #: ``figures(log) -> {tag: figure}``: what a :class:`TensorBoardSink` draws of its record.
-ExplanationFigures = Callable[[ExplanationLog], Mapping[str, Figure]]
+ExplanationFigures = Callable[[ExplanationLog], Mapping[str, "Figure"]]
 
 ALARMS = "alarms"
 DRIFTS = "drifts"

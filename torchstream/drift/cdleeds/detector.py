@@ -50,7 +50,7 @@ from about 0.5 % with a constant baseline output to 12-21 %). With
 ``reset_on_drift=True`` the tests restart after each alert on the rows that follow it, so the
 next alert needs evidence gathered since the last one. The paper does not say how its global
 experiment handled this; the restart gives delays of the paper's order (hundreds to thousands of
-rows) in ``scripts/reproduce_cdleeds.py``.
+rows) in ``torchstream reproduce cdleeds``.
 
 **Recomputation**: :meth:`CDLEEDS.monitor` registers observations whose attributions are kept;
 :meth:`CDLEEDS.detect_local_change` says which of them to recompute — those whose most similar
