@@ -47,7 +47,7 @@ from torchstream.explain.pdp_grid import (
     _int_at_least,
     _range_storage,
 )
-from torchstream.explain.pdp_grid import group_spec as _group_spec
+from torchstream.explain.pdp_grid import group_spec
 from torchstream.explain.smoothing import ExponentialSmoother, check_alpha
 from torchstream.typing import BatchView, ModelFn
 
@@ -259,7 +259,7 @@ class IncrementalPDP(CompiledPath, ExplainerBase, PluginBase):
             self.feature, self._names = _feature_index(feature, feature_names)
         else:
             self._names = _feature_index(0, feature_names)[1]
-            self._spec = _group_spec(feature, feature_groups, self._names)
+            self._spec = group_spec(feature, feature_groups, self._names)
             self.feature = self._spec.columns[0]  # the value column, or the block's first
         #: ``"numeric"`` (one column), ``"nullable"`` (value and missing indicator) or
         #: ``"categorical"`` (a one-hot block; the last two only with ``feature_groups``).
