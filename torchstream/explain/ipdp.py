@@ -46,8 +46,8 @@ from torchstream.explain.pdp_grid import (
     _grid_settings,
     _int_at_least,
     _range_storage,
+    group_spec,
 )
-from torchstream.explain.pdp_grid import group_spec
 from torchstream.explain.smoothing import ExponentialSmoother, check_alpha
 from torchstream.typing import BatchView, ModelFn
 
