@@ -1,7 +1,8 @@
 """``torchstream run --workers 2`` through the command line: the model, metrics, detector alarms
 and iPDP of one process at twice the batch, iPFI / iSAGE within their confidence bounds; a
-worker killed stops the run naming it, and the run resumes from its last checkpoint to exactly
-the uninterrupted run; a resume with another number of workers is refused with the reason."""
+worker killed stops the run naming it, Ctrl-C stops every worker after the same step, and the
+run resumed from its checkpoints ends exactly as the uninterrupted run; a resume with another
+number of workers is refused with the reason."""
 
 from __future__ import annotations
 
@@ -23,9 +24,9 @@ from torchstream.explain.smoothing import ExponentialSmoother
 if not torch.distributed.is_available() or not torch.distributed.is_gloo_available():
     pytest.skip("torch.distributed with gloo is not available", allow_module_level=True)
 
-ROWS, BATCH, ALPHA = 4001, 8, 0.01  # the last global batch has one row: worker 1 gets none
-COMMON = ["run", "--n-samples", str(ROWS), "--explain", "ipfi,isage,ipdp", "--detect", "adwin",
-          "--explain-alpha", str(ALPHA), "--log-every", "25", "--no-progress"]
+ROWS, BATCH, ALPHA = 2001, 8, 0.01  # the last global batch has one row: worker 1 gets none
+COMMON = ["run", "--n-samples", str(ROWS), "--explain", "ipfi,isage,ipdp", "--detect",
+          "eddm,ddm", "--explain-alpha", str(ALPHA), "--log-every", "25", "--no-progress"]
 
 
 def _run(tmp: Path, name: str, *extra: str) -> tuple[int, dict[str, object]]:
@@ -79,7 +80,8 @@ def test_two_workers_equal_one_process_at_twice_the_batch(runs, capfd):
         assert a["metrics"][key] == b["metrics"][key], key
     for key in ("log_loss", "log_loss_window"):
         assert a["metrics"][key] == pytest.approx(b["metrics"][key], abs=1e-6), key
-    assert a["alarms"] == b["alarms"] and a["alarms"]["drift_adwin"]  # errors in stream order
+    # the detectors saw every row's error in stream order
+    assert a["alarms"] == b["alarms"] and len(a["alarms"]["drift_eddm"]) > 5
     ipdp = "ipdp/" + next(k for k in a["explanations"] if k.startswith("ipdp/")).split("/")[1]
     assert a["explanations"][ipdp]["importance"] == pytest.approx(
         b["explanations"][ipdp]["importance"], abs=1e-6)  # worker 0, every row, same seed
@@ -110,24 +112,39 @@ def _workers_of(parent: int) -> list[int]:
     return sorted(out)
 
 
-def test_a_killed_worker_stops_the_run_and_it_resumes_to_the_same_result(runs, capfd):
+def _after_checkpoint(ckpt: Path, beyond: int, act: object) -> threading.Thread:
+    """A thread that calls ``act()`` once ``ckpt`` holds a position beyond row ``beyond``."""
+
+    def watch() -> None:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            try:
+                if ckpt.exists() and load_checkpoint(ckpt)["state"]["position"] > beyond:
+                    act()  # type: ignore[operator]
+                    return
+            except (OSError, ValueError):  # being replaced
+                pass
+            time.sleep(0.005)
+
+    thread = threading.Thread(target=watch)
+    thread.start()
+    return thread
+
+
+def test_a_killed_worker_and_a_signal_stop_the_run_which_resumes_to_the_same_result(runs, capfd):
     tmp: Path = runs["tmp"]  # type: ignore[assignment]
     ckpt = tmp / "killed.pt"
     args = ["--workers", "2", "--batch-size", str(BATCH), "--checkpoint", str(ckpt),
             "--checkpoint-every", "20"]
     killed: list[int] = []
 
-    def kill_after_first_checkpoint() -> None:
-        deadline = time.monotonic() + 300
-        while not ckpt.exists() and time.monotonic() < deadline:
-            time.sleep(0.005)
+    def kill_a_worker() -> None:
         pids = _workers_of(os.getpid())
         if pids:
             killed.append(pids[-1])
             os.kill(pids[-1], signal.SIGKILL)
 
-    watcher = threading.Thread(target=kill_after_first_checkpoint)
-    watcher.start()
+    watcher = _after_checkpoint(ckpt, 0, kill_a_worker)
     code, result = _run(tmp, "killed", *args)
     watcher.join()
     out, err = capfd.readouterr()
@@ -139,10 +156,20 @@ def test_a_killed_worker_stops_the_run_and_it_resumes_to_the_same_result(runs, c
             f"{ckpt}") in err
     saved = load_checkpoint(ckpt)["state"]["position"]
     assert 0 < saved < ROWS  # stopped mid-run
+    # resumed, then Ctrl-C: passed on to the workers, which stop after one step and checkpoint
+    watcher = _after_checkpoint(ckpt, saved, lambda: os.kill(os.getpid(), signal.SIGINT))
+    code, result = _run(tmp, "killed", *args, "--resume", str(ckpt))
+    watcher.join()
+    out, err = capfd.readouterr()
+    stopped = load_checkpoint(ckpt)["state"]["position"]
+    assert code == 130 and result == {} and f"resumed from {ckpt} at row {saved:,}" in out
+    assert saved < stopped < ROWS
+    assert (f"interrupted by SIGINT after row {stopped:,} of {ROWS:,}: checkpoint written to "
+            f"{ckpt}; to go on, run the same command with --resume {ckpt}") in err
     code, result = _run(tmp, "killed", *args, "--resume", str(ckpt))
     out, _ = capfd.readouterr()
-    assert code == 0 and f"resumed from {ckpt} at row {saved:,}" in out
-    # the run that was killed and resumed is the uninterrupted one, to the digit
+    assert code == 0 and f"resumed from {ckpt} at row {stopped:,}" in out
+    # killed, resumed, interrupted and resumed: the uninterrupted run, to the digit
     full = runs["two"]
     assert result["metrics"] == full["metrics"] and result["alarms"] == full["alarms"]
     assert result["explanations"] == full["explanations"]

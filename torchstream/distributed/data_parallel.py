@@ -523,10 +523,11 @@ class ParallelPrequential(Prequential):
                         strict: bool = True) -> dict[str, Any]:
         """Rank 0 reads and checks the checkpoint (its identity against rank 0's run) and sends
         the state to every worker; every worker calls it."""
-        state = None
+        state: dict[str, Any] | None = None
         if self.exchange.rank == 0:
             state = super().read_checkpoint(path, trusted=trusted, strict=strict)
-        out: dict[str, Any] = self.exchange.broadcast(state)  # type: ignore[assignment]
+        out = self.exchange.broadcast(state)
+        assert out is not None
         return out
 
     def add_sink(self, sink: object) -> None:
@@ -793,9 +794,10 @@ def run_data_parallel(build: Callable[[int], WorkerSetup], workers: int, batch_s
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
     if checkpoint_every is not None and checkpoint is None:
         raise ValueError("checkpoint_every needs a checkpoint path")
-    result: ParallelResult = launch(
+    result = launch(
         _RankCall(build, batch_size, steps, checkpoint, checkpoint_every, resume, threads),
         workers, timeout=timeout, on_start=on_start)
+    assert result is not None  # rank 0's
     return result
 
 
