@@ -10,8 +10,21 @@ from typing import TypedDict, cast
 
 from torchstream.report.stats import Column, Distribution
 
-__all__ = ["Also", "Change", "Conditional", "Curve", "PairChange", "Region", "Report", "from_json",
-           "json_safe", "nan_back", "summary", "to_markdown", "reports_to_json"]
+__all__ = [
+    "Also",
+    "Change",
+    "Conditional",
+    "Curve",
+    "PairChange",
+    "Region",
+    "Report",
+    "from_json",
+    "json_safe",
+    "nan_back",
+    "reports_to_json",
+    "summary",
+    "to_markdown",
+]
 
 
 class Change(Column, Distribution):
