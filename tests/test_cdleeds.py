@@ -345,7 +345,7 @@ def test_checkpoint_resume_is_exact(reset):
     twin = copy.deepcopy(det)
     for t in range(300, 700):
         for d in (det, other, twin):
-            d.update(X[t : t + 1], out[t : t + 1])
+            d.observe(X[t : t + 1], out[t : t + 1])
     assert det.alert_steps == other.alert_steps == twin.alert_steps and det.alert_steps
     assert torch.equal(det.leaf_centroids, other.leaf_centroids)
     np.testing.assert_array_equal(det.leaf_p_values.numpy(), other.leaf_p_values.numpy())

@@ -57,7 +57,7 @@ def test_moving_average_is_eq8_on_random_snapshots():
         e = ERICS(window_mvg_average=M, window_drift_detect=W, pairs=pairs)
         mas, pmas = [], []
         for t in range(1, T + 1):
-            e.update(mus[t], sig[t])
+            e.observe(mus[t], sig[t])
             lo = max(1, t - n_pairs + 1)
             rs = [r_statistic(mus[i], sig[i], mus[i - 1], sig[i - 1]) for i in range(lo, t + 1)]
             ma = sum(abs(r.sum().item()) for r in rs) / (2 * M)
@@ -80,7 +80,7 @@ def test_constant_trajectory_is_quiet(beta, compat):
     e = ERICS(beta=beta, reference_compat=compat)
     T = 3000 if beta > 1e-3 else 500
     for _ in range(T):
-        e.update(torch.zeros(6, dtype=F64), torch.ones(6, dtype=F64))
+        e.observe(torch.zeros(6, dtype=F64), torch.ones(6, dtype=F64))
     assert set(e.ma_trace) == {0.0} and set(e.drift_trace) == {0.0}
     assert e.alert_steps == [] and e.partial_alerts == []
     assert e.partial_ma.tolist() == [0.0] * 6
@@ -148,14 +148,14 @@ def test_warm_up_masks_early_alerts_and_evaluator_scores():
         mu = torch.zeros(3, dtype=F64)
         mu[0] = 1.0 if t >= 30 else 0.0
         mu[1] = 1.0 if t >= 200 else 0.0
-        e.update(mu, torch.ones(3, dtype=F64))
+        e.observe(mu, torch.ones(3, dtype=F64))
     assert e.alert_steps == [200]
     assert all(t >= 80 for t, _ in e.partial_alerts)
     unmasked = ERICS(warm_up=0, refractory=50)
     for t in range(100):
         mu = torch.zeros(3, dtype=F64)
         mu[0] = 1.0 if t >= 30 else 0.0
-        unmasked.update(mu, torch.ones(3, dtype=F64))
+        unmasked.observe(mu, torch.ones(3, dtype=F64))
     assert unmasked.alert_steps == [30]
     # the evaluator on the toy list of check 20
     known, found = [100, 200], [101, 150, 205]
@@ -182,12 +182,12 @@ def test_resume_is_exact(compat):
     }
     a = ERICS(**kw)
     for m, s in snaps[:190]:
-        a.update(m, s)
+        a.observe(m, s)
     b = ERICS(**kw)
     b.load_state_dict(a.state_dict())
     for m, s in snaps[190:]:
-        a.update(m, s)
-        b.update(m, s)
+        a.observe(m, s)
+        b.observe(m, s)
         assert a.drift_detected == b.drift_detected
         assert torch.equal(a.partial_detected, b.partial_detected)
     assert a.alert_steps == b.alert_steps and a.partial_alerts == b.partial_alerts
@@ -203,7 +203,7 @@ def test_feature_snapshots_for_partial_drift():
     for t in range(200):
         feat = torch.zeros(2, dtype=F64)
         feat[1] = 2.0 if t >= 100 else 0.0
-        e.update(
+        e.observe(
             torch.zeros(7, dtype=F64),
             torch.ones(7, dtype=F64),
             feature_mu=feat,
@@ -228,17 +228,17 @@ def test_bad_input():
         with pytest.raises(ValueError, match=name):
             ERICS(**kw)
     e = ERICS()
-    e.update(torch.zeros(3, dtype=F64), torch.ones(3, dtype=F64))
+    e.observe(torch.zeros(3, dtype=F64), torch.ones(3, dtype=F64))
     with pytest.raises(ValueError, match="snapshot shape changed"):
-        e.update(torch.zeros(4, dtype=F64), torch.ones(4, dtype=F64))
+        e.observe(torch.zeros(4, dtype=F64), torch.ones(4, dtype=F64))
     with pytest.raises(ValueError, match="shape of mu"):
-        e.update(torch.zeros(3, dtype=F64), torch.ones(2, dtype=F64))
+        e.observe(torch.zeros(3, dtype=F64), torch.ones(2, dtype=F64))
     with pytest.raises(ValueError, match=r"sigma\[2\] = 0.0; ERICS needs sigma > 0"):
-        e.update(torch.zeros(3, dtype=F64), torch.tensor([1.0, 1.0, 0.0], dtype=F64))
+        e.observe(torch.zeros(3, dtype=F64), torch.tensor([1.0, 1.0, 0.0], dtype=F64))
     with pytest.raises(ValueError, match=r"mu\[1\] is not finite"):
-        e.update(torch.tensor([0.0, math.inf, 0.0], dtype=F64), torch.ones(3, dtype=F64))
+        e.observe(torch.tensor([0.0, math.inf, 0.0], dtype=F64), torch.ones(3, dtype=F64))
     with pytest.raises(ValueError, match="needs a head"):
-        e.update()
+        e.observe()
     with pytest.raises(RuntimeError, match="no head"):
         e.learn(torch.zeros(2, 3), torch.zeros(2))
     with pytest.raises(TypeError, match="param_stats"):

@@ -85,8 +85,8 @@ def test_reference_compat_is_unchanged_by_the_defaults(beta):
         warm_up=0, refractory=0,
     )
     for m, s in snaps:
-        e.update(m, s)
-        explicit.update(m, s)
+        e.observe(m, s)
+        explicit.observe(m, s)
     assert e.alert_steps == explicit.alert_steps and e.partial_alerts == explicit.partial_alerts
     assert list(e.threshold_trace) == list(explicit.threshold_trace)
     assert e.alert_steps == _reference_alerts(snaps, 20, 10, beta)
@@ -138,12 +138,12 @@ def test_resume_inside_the_warm_up_is_exact():
     kw = {"window_mvg_average": 20, "window_drift_detect": 10, "beta": 1e-3}
     a = ERICS(**kw)
     for m, s in snaps[:15]:  # inside the warm-up of 30 steps
-        a.update(m, s)
+        a.observe(m, s)
     b = ERICS(**kw)
     b.load_state_dict(a.state_dict())
     for m, s in snaps[15:]:
-        a.update(m, s)
-        b.update(m, s)
+        a.observe(m, s)
+        b.observe(m, s)
     assert a.alert_steps == b.alert_steps and a.partial_alerts == b.partial_alerts
     assert list(a.threshold_trace) == list(b.threshold_trace)
     assert a.alert_steps and min(a.alert_steps) >= 30

@@ -397,6 +397,12 @@ class ExplainerBase(Base):
         """``{feature name: importance}``."""
         return dict(zip(self.feature_names, self.importance.tolist()))
 
+    def step_importance(self) -> dict[str, float]:
+        """What the runner records of this explainer at a logged step
+        (:attr:`~torchstream.step.StepRecord.importance`, ``{name: value}``); default: nothing
+        (an explainer that logs scalars of its own, e.g. an iPDP's score)."""
+        return {}
+
 
 class PluginBase(Base):
     """Base of plug-ins: every optional hook of the runner with a no-op default.

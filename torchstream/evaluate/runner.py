@@ -50,6 +50,7 @@ from tqdm.auto import tqdm
 from torchstream._version import __version__
 from torchstream.base import (
     DriftDetectorBase,
+    ExplainerBase,
     Learner,
     LearnerAdapter,
     PluginAdapter,
@@ -67,7 +68,6 @@ from torchstream.evaluate.plugins import plugin_name
 from torchstream.evaluate.records import DEFAULT_MAX_RECORDS, StepRecords
 from torchstream.evaluate.result import RunResult
 from torchstream.evaluate.strategies import Strategy, get_strategy
-from torchstream.explain import LossExplainer
 from torchstream.step import Batch, StepRecord
 from torchstream.streams.base import Stream
 
@@ -224,9 +224,9 @@ class Evaluator:
         self._plugins: list[PluginBase] = [as_plugin(p) for p in self.plugins]
         #: The names of the plug-ins that are drift detectors (their alarms are logged).
         self._detectors = [n for n, p in zip(self.plugin_names, self._plugins) if _detects(p)]
-        #: The names of the plug-ins that explain feature importance (by feature).
-        self._explainers = [n for n, p in zip(self.plugin_names, self._plugins)
-                            if isinstance(p, LossExplainer)]
+        #: The plug-ins that are explainers, by name (their step importance is recorded).
+        self._explainers = {n: p for n, p in zip(self.plugin_names, self._plugins)
+                            if isinstance(p, ExplainerBase)}
         #: Each detector's alarms so far; the stream's known drift rows.
         self._alarms = {name: 0 for name in self._detectors}
         self._known = sorted(int(r) for r in stream.drift_positions)
@@ -487,9 +487,10 @@ class Evaluator:
             if self.single:
                 primary = self.instances[self.names[0]][0]
                 loss = primary.last_loss if primary_learned else float("nan")
-            for pname, p in zip(self.plugin_names, self._plugins):
-                if pname in self._explainers and p.n_explained:  # type: ignore[attr-defined]
-                    importance[pname] = p.as_dict()  # type: ignore[attr-defined]
+            for pname, explainer in self._explainers.items():
+                values = explainer.step_importance()
+                if values:
+                    importance[pname] = values
         return StepRecord(step, start, stop, logged, metrics, loss, importance, alerts,
                           dict(self._alarms), known,
                           sum(r < stop for r in self._known) if self._known else None,

@@ -638,11 +638,15 @@ class LossExplainer(ExplainerBase, PluginBase):
     # ------------------------------------------------------------------ plug-in
     def on_batch(self, batch: BatchView) -> None:
         """Plug-in hook: explain ``batch.X``, ``batch.y`` with ``model_fn`` (or, if that is
-        None, with ``batch.learner``). The runner reads the importance by feature into the
-        step's record (:attr:`~torchstream.step.StepRecord.importance`) once a row has been
-        explained (the first batch only fills the storage)."""
+        None, with ``batch.learner``); the runner records the importance by feature
+        (:meth:`step_importance`)."""
         model_fn = self.model_fn if self.model_fn is not None else batch.learner
         self._explain(batch.X, batch.y, model_fn)
+
+    def step_importance(self) -> dict[str, float]:
+        """The importance by feature once a row has been explained (the first batch only
+        fills the storage), else empty: what a step record holds of this explainer."""
+        return self.as_dict() if self.n_explained else {}
 
     def _extra_state(self) -> dict[str, object]:
         return {}

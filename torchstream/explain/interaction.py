@@ -477,14 +477,16 @@ class IncrementalInteraction(ExplainerBase, PluginBase):
         return f"({a}, {b})"
 
     # ------------------------------------------------------------------ plug-in
-    def on_batch(self, batch: BatchView) -> dict[str, float]:
+    def on_batch(self, batch: BatchView) -> None:
         """Plug-in hook: explain ``batch.X``, ``batch.y`` with ``model_fn`` (or
-        ``batch.learner``) and return ``{"interactions/(a, b)": SII}`` of the explained
-        pairs (empty while none is)."""
+        ``batch.learner``); the runner records the pairs (:meth:`step_importance`)."""
         model_fn = self.model_fn if self.model_fn is not None else batch.learner
         self._explain(batch.X, batch.y, model_fn)
-        return {f"{self.name}/{self.pair_label(a, b)}": v
-                for (a, b), v in self.interaction_dict().items()}
+
+    def step_importance(self) -> dict[str, float]:
+        """``{"(a, b)": SII}`` of the explained pairs (empty while none is): what a step
+        record holds of this explainer."""
+        return {self.pair_label(a, b): v for (a, b), v in self.interaction_dict().items()}
 
     def state_dict(self) -> dict[str, object]:
         """Everything needed to resume bit-exactly: iSAGE's state and the pairs' sums."""
