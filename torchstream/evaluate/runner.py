@@ -61,6 +61,7 @@ from torchstream.base import (
     as_sink,
 )
 from torchstream.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from torchstream.evaluate.book import MetricBook
 from torchstream.evaluate.delay import LabelDelay
 from torchstream.evaluate.identity import differences, plain_config, settings, stream_identity
 from torchstream.evaluate.metrics import Metric, default_metrics
@@ -205,15 +206,8 @@ class Evaluator:
             for n, learner in named.items()
         }
         templates = list(metrics) if metrics is not None else default_metrics(stream.task, window)
-        mnames = [m.name for m in templates]
-        if len(set(mnames)) != len(mnames):
-            raise ValueError(f"metric names must be unique, got {mnames}")
-        self.metric_names = mnames
-        self.instance_metrics: dict[str, list[list[Metric]]] = {
-            n: [templates if (self.single and i == 0) else copy.deepcopy(templates)
-                for i in range(k)]
-            for n in self.names
-        }
+        #: Every predictor's and instance's metrics and step measures.
+        self.book = MetricBook(self.names, k, templates, step_measures)
         self.stream = stream
         self.batch_size = batch_size
         self.n_pretrain = n_pretrain
@@ -259,21 +253,12 @@ class Evaluator:
         self._initial = {n: copy.deepcopy(self.instances[n][0]) for n in (reset_on_drift or ())}
         self.reset_steps: list[int] = []
         self.track_memory = bool(track_memory)
-        self.step_measures = list(step_measures)
-        snames = [getattr(f, "name", None) for f in self.step_measures]
-        if any(not isinstance(n, str) for n in snames) or len(set(snames)) != len(snames):
-            raise ValueError(f"step_measures need distinct string names, got {snames}")
-        clash = sorted({n for n in snames if isinstance(n, str)} & set(self.metric_names))
-        if clash:
-            raise ValueError(f"step_measures names {clash} clash with metric names")
-        #: ``[sum, count]`` of each step measure per predictor and instance.
-        self._step_sums = {n: [{m: [0.0, 0] for m in snames} for _ in range(k)]
-                           for n in self.names}
         #: The settings part of :meth:`identity`, read from the objects as they are built.
         self._settings = {
             "protocol": {"batch_size": batch_size, "strategy": repr(self.strategy),
                          "n_pretrain": n_pretrain, "label_delay": repr(self.label_delay),
-                         "metrics": list(self.metric_names), "step_measures": list(snames)},
+                         "metrics": list(self.book.metric_names),
+                         "step_measures": list(self.book.measure_names)},
             "predictors": {n: settings(_given(self.instances[n][0])) for n in self.names},
             "plugins": {n: settings(p) for n, p in zip(self.plugin_names, self.plugins)},
         }
@@ -294,7 +279,7 @@ class Evaluator:
     @property
     def metrics(self) -> list[Metric]:
         """The metrics of the first predictor (its first instance)."""
-        return self.instance_metrics[self.names[0]][0]
+        return self.book.metrics[self.names[0]][0]
 
     def _device_dtype(self) -> tuple[torch.device | None, torch.dtype]:
         """Where and in which dtype the stream's batches are made for the first predictor."""
@@ -428,14 +413,7 @@ class Evaluator:
                     y_pred = learner(plan.test_X)
                 timings[name, i] = time.perf_counter() - t
                 assert plan.test_y is not None  # test rows come with their labels
-                for m in self.instance_metrics[name][i]:
-                    m.update(plan.test_y, y_pred)
-                measured = {}
-                for f in self.step_measures:
-                    measured[f.name] = float(f(plan.test_y, y_pred))
-                    acc = self._step_sums[name][i][f.name]
-                    acc[0] += measured[f.name]
-                    acc[1] += 1
+                measured = self.book.update(name, i, plan.test_y, y_pred)
                 self._record(step, start, name, i, plan.test_y, y_pred, timings[name, i],
                              measured)
                 if name == self.names[0] and i == 0 and plan.test_X is X:
@@ -483,7 +461,7 @@ class Evaluator:
         loss: float | None = None
         importance: dict[str, dict[str, float]] = {}
         if logged:
-            metrics = self._metric_scalars()
+            metrics = self.book.scalars()
             if self.single:
                 primary = self.instances[self.names[0]][0]
                 loss = primary.last_loss if primary_learned else float("nan")
@@ -504,15 +482,7 @@ class Evaluator:
         row: dict[str, Any] = {"step": step, "start": start, "predictor": name,
                                "instance": instance, "test_seconds": seconds,
                                "train_seconds": float("nan")}
-        for m in self.instance_metrics[name][instance]:
-            if m.window is not None:
-                continue  # the per-step value of a windowed metric is the cumulative one's
-            if y is None or y_pred is None:
-                row[m.base_name] = float("nan")
-            else:
-                row[m.base_name] = m.batch_value(y, y_pred)
-        for f in self.step_measures:
-            row[f.name] = (measured or {}).get(f.name, float("nan"))
+        row.update(self.book.step_row(name, instance, y, y_pred, measured))
         self.records.add(row)
 
     def _log_figures(self) -> None:
@@ -523,54 +493,12 @@ class Evaluator:
                     sink.log_figure(tag, fig, self.position)
                 _close_figure(fig)
 
-    def _metric_scalars(self) -> dict[str, float]:
-        out = {}
-        for name in self.names:
-            values = self._values(name)
-            for m, value in zip(self.instance_metrics[name][0], values):
-                if self.single:
-                    kind = "cumulative" if m.window is None else "window"
-                    out[f"metrics/{m.base_name}/{kind}"] = value
-                else:
-                    out[f"metrics/{m.name}/{name}"] = value
-            for f, value in zip(self.step_measures, values[len(self.metric_names):]):
-                out[f"metrics/{f.name}/{'mean_over_steps' if self.single else name}"] = value
-        return out
-
-    def _instance_values(self, name: str) -> list[list[float]]:
-        out = []
-        for ms, sums in zip(self.instance_metrics[name], self._step_sums[name]):
-            row = [m.get() for m in ms]
-            row += [s / c if c else float("nan") for s, c in sums.values()]
-            out.append(row)
-        return out
-
-    def _values(self, name: str) -> list[float]:
-        """Each metric's value for a predictor: the mean over the instances that tested."""
-        per = self._instance_values(name)
-        if len(per) == 1:
-            return per[0]
-        cols = torch.tensor(per, dtype=torch.float64)
-        return torch.nanmean(cols, 0).tolist()
-
     def results(self) -> dict[str, float]:
         """Current value of every metric: by metric name for one predictor, by
-        ``"<predictor>/<metric>"`` for several; k-fold adds the spread over instances."""
-        out: dict[str, float] = {}
-        for name in self.names:
-            prefix = "" if self.single else f"{name}/"
-            values = self._values(name)
-            names = self.metric_names + [f.name for f in self.step_measures]
-            for mname, v in zip(names, values):
-                out[prefix + mname] = v
-            n_params = _n_parameters(_given(self.instances[name][0]))
-            if n_params is not None:
-                out[prefix + "n_parameters"] = float(n_params)
-            if self.strategy.n_instances > 1:
-                per = torch.tensor(self._instance_values(name), dtype=torch.float64)
-                for mname, sd in zip(names, _nanstd(per).tolist()):
-                    out[f"{prefix}{mname}_std"] = sd
-        return out
+        ``"<predictor>/<metric>"`` for several; k-fold adds the spread over instances
+        (:meth:`MetricBook.results <torchstream.evaluate.book.MetricBook.results>`)."""
+        return self.book.results({n: _n_parameters(_given(self.instances[n][0]))
+                                  for n in self.names})
 
     def run_config(self) -> dict[str, Any]:
         """The configuration logged to the sinks (hparams)."""
@@ -605,16 +533,11 @@ class Evaluator:
             "batch_size": self.batch_size,
             "learner": self.learner.state_dict(),
             "instances": {n: [lr.state_dict() for lr in ls] for n, ls in self.instances.items()},
-            "metrics": {m.name: m.state_dict() for m in self.metrics},
-            "instance_metrics": {
-                n: [{m.name: m.state_dict() for m in ms} for ms in per]
-                for n, per in self.instance_metrics.items()
-            },
+            **self.book.state_dict(),  # metrics, instance_metrics, step_sums
             "strategy": self.strategy.state_dict(),
             "label_delay": None if self.label_delay is None else self.label_delay.state_dict(),
             "records": self.records.state_dict(),
             "reset_steps": list(self.reset_steps),
-            "step_sums": copy.deepcopy(self._step_sums),
             "plugins": _states(self.plugin_names, self._plugins),
             "sinks": _states([str(i) for i in range(len(self.sinks))], self._sinks),
             "torch_rng": torch.get_rng_state(),
@@ -629,9 +552,7 @@ class Evaluator:
             raise ValueError(
                 f"checkpoint has batch_size={state['batch_size']}, this run {self.batch_size}"
             )
-        missing = [m for m in self.metric_names if m not in state["metrics"]]
-        if missing:
-            raise ValueError(f"checkpoint has no state for metrics {missing}")
+        self.book.check_state(state)
         unknown = [n for n in self.names if n not in state["instances"]]
         if unknown:
             raise ValueError(f"checkpoint has no state for predictors {unknown}")
@@ -640,16 +561,12 @@ class Evaluator:
         for n, ls in self.instances.items():
             for lr, s in zip(ls, state["instances"][n]):
                 lr.load_state_dict(s)
-        for n, per in self.instance_metrics.items():
-            for ms, s in zip(per, state["instance_metrics"][n]):
-                for m in ms:
-                    m.load_state_dict(s[m.name])
+        self.book.load_state_dict(state)
         self.strategy.load_state_dict(state["strategy"])
         if self.label_delay is not None:
             self.label_delay.load_state_dict(state["label_delay"])
         self.records.load_state_dict(state["records"])
         self.reset_steps = list(state["reset_steps"])
-        self._step_sums = copy.deepcopy(state["step_sums"])
         _load_states(state["plugins"], self.plugin_names, self._plugins)
         _load_states(state["sinks"], [str(i) for i in range(len(self.sinks))], self._sinks)
         torch.set_rng_state(state["torch_rng"])
@@ -754,14 +671,6 @@ def _add_train_time(records: list[dict[str, Any]], name: str, instance: int, ste
         if row["predictor"] == name and row["instance"] == instance:
             row["train_seconds"] = seconds
             return
-
-
-def _nanstd(values: torch.Tensor) -> torch.Tensor:
-    ok = ~torch.isnan(values)
-    n = ok.sum(0)
-    mean = torch.nanmean(values, 0)
-    sq = torch.where(ok, (values - mean) ** 2, torch.zeros_like(values)).sum(0)
-    return torch.where(n > 1, (sq / (n - 1).clamp_min(1)).sqrt(), torch.full_like(mean, math.nan))
 
 
 def _close_figure(fig: Figure) -> None:
