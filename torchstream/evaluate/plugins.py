@@ -15,7 +15,14 @@ no-op defaults on :class:`~torchstream.base.PluginBase`:
   drawing strategy instead (``Evaluator(figures=...)``): the package's own plug-ins draw
   nothing, :func:`torchstream.viz.figures.plugin_figures` draws them (e.g. a PDP with its ICE
   curves) and falls back on this hook for other plug-ins;
+* ``on_end()``: called once when the run reaches the end of its stream (default: nothing;
+  the drift report builds its last reports there);
 * ``drift_detected``: whether the last batch raised a drift alert (default: False).
+
+What a step produced reaches the sinks as one :class:`~torchstream.step.StepRecord`: an
+explainer's importance by feature (:meth:`~torchstream.base.ExplainerBase.step_importance`,
+read at logged steps), a drift detector's new alarms (its ``new_alerts`` after ``update``), the
+other plug-ins' returned scalars.
 
 An object that only has ``on_batch`` (and some of the hooks) is wrapped once, when the runner
 is built, by :func:`~torchstream.base.as_plugin`. Explainers, drift detectors and feature

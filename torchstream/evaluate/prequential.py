@@ -8,7 +8,8 @@ Pseudocode of one run::
         metrics.update(y, y_pred)
         scalars = plugin.on_batch(Batch(step, start, X, y, y_pred, learner)) for each plug-in
         learner.learn(X, y)                    # learn
-        every log_every steps: sinks.log_scalars(step, metrics + scalars + loss)
+        sink.log_step(StepRecord(...))         # alarms; every log_every steps metrics, loss,
+                                               # importance, scalars
         every checkpoint_every steps: torch.save(runner.state_dict(), checkpoint_path)
 
 A run can be stopped after any step and resumed from its ``state_dict()`` with identical

@@ -9,9 +9,13 @@ Pseudocode of one run (``k`` instances of each predictor; ``k = 1`` except for k
         for every predictor p, instance i with plan.testers[i]:
             y_pred = p_i(plan.test_X); metrics[p, i].update(plan.test_y, y_pred)   # test
         scalars = plugin.on_batch(Batch(step, start, X, y, y_pred of predictor 0, ...))
+        alarms[d] = d.new_alerts for each drift detector d            # rows
         X_t, y_t, w_t = label_delay(X, y, plan.train_weights)    # the rows whose label arrived
         for every predictor p, instance i: p_i.learn(rows of X_t repeated w_t[:, i] times)
-        every log_every steps: sinks.log_scalars(rows seen, metrics + scalars + loss + alarms)
+        record = StepRecord(step, rows, alarms, known drifts passed, and every log_every
+                            steps: metrics, loss, explainers' importance, scalars)
+        sink.log_step(record) for each sink
+    plugin.on_end() for each plug-in, when the stream's end is reached
 
 Test before train at every step: a row's prediction never depends on its own label. The plug-in
 transforms apply to the test rows *and* the training rows of the batch (a feature mask that
