@@ -6,10 +6,14 @@ compute of a step, and the workers a stream of 10^8 rows an hour needs.
 The workload: iSAGE (empty prediction imputed) on an MLP d-128-128-2 learned online, a
 Hyperplane stream of d = 100 features, B = 64 rows per worker and step (a global batch of
 N x 64 rows). Each repeat runs N = 1 and N = 2 (the order alternates between repeats) and, as a
-reference, one plain process (the runner without workers, in this process). Start-up (process
-spawn, imports) is not counted: the loop's own seconds.
+reference, one plain process (the runner without workers, in this process) and two plain
+processes side by side with no exchange ("2 apart": the sum of their rows per second, what
+two workers could reach here if exchanging and waiting cost nothing). What is timed is
+the steady state: every process runs the workload once untimed (a fresh process's first pass is
+slow: each shape's first calls, about a second in all), then again, timed; process start-up and
+imports are not counted.
 
-    python scripts/bench_workers.py --rows 3840 --repeats 5
+    python scripts/bench_workers.py --rows 3840 --repeats 5 [--source river]
 """
 
 from __future__ import annotations
@@ -26,15 +30,20 @@ import torch.distributed as dist
 
 from torchstream.distributed.data_parallel import (
     Exchange,
+    ParallelPrequential,
+    ShardedLearner,
+    WorkerFailed,
     WorkerSetup,
     cost_per_step,
+    join_explainer,
     launch,
-    run_data_parallel,
 )
 from torchstream.evaluate import Prequential
 from torchstream.explain import IncrementalSAGE
 from torchstream.learners import OnlineClassifier, use_threads
 from torchstream.models import MLP
+from torchstream.streams import from_numpy
+from torchstream.streams.base import Stream
 from torchstream.streams.synthetic.hyperplane import Hyperplane
 
 D, HIDDEN = 100, (128, 128)
@@ -42,20 +51,60 @@ N_PARAMS = D * HIDDEN[0] + HIDDEN[0] + HIDDEN[0] * HIDDEN[1] + HIDDEN[1] + HIDDE
 STREAM_RATE = 1e8 / 3600  # rows a second of 10^8 rows an hour
 
 
-def build(rank: int, *, rows: int) -> WorkerSetup:
-    stream = Hyperplane(n_features=D, seed=0, n_samples=rows)
+def build(rank: int, *, rows: int, source: str = "memory") -> WorkerSetup:
+    """The same stream and model on every rank; iSAGE seeded per rank. ``source``: "river"
+    generates each row as the stream is read (river's Hyperplane, a Python loop per row, in
+    every worker); "memory" generates the rows before the run and reads them from a tensor."""
+    stream: Stream = Hyperplane(n_features=D, seed=0, n_samples=rows)
+    if source == "memory":
+        X, y = next(iter(stream.batches(rows)))
+        stream = from_numpy(X, y, name="hyperplane-in-memory")
     learner = OnlineClassifier(partial(MLP, hidden=HIDDEN), lr=1e-3, scale_inputs=True, seed=0)
     isage = IncrementalSAGE(learner, "cross_entropy", D, alpha=0.01, seed=10 + rank,
                             empty_prediction="imputed")
     return WorkerSetup(stream, learner, [isage])
 
 
-def plain(rows: int, batch: int) -> float:
+def timed(exchange: Exchange, rows: int, batch: int, source: str
+          ) -> tuple[float, float, dict[str, float]] | None:
+    """A worker of the data-parallel loop (what ``run_data_parallel`` runs), twice: the first
+    run sets this process up (every shape's first call is slow), the second is timed. Rank 0's
+    rows per second and seconds per global batch, and its bytes per step."""
+    use_threads(1)
+    for _ in range(2):
+        exchange.explainers = []
+        setup = build(exchange.rank, rows=rows, source=source)
+        learner = ShardedLearner(setup.learner, exchange)
+        explainers = [join_explainer(e, exchange) for e in setup.explainers]
+        runner = ParallelPrequential(learner, setup.stream, batch_size=batch,
+                                     plugins=explainers, record_steps=False)
+        sent, steps = dict(exchange.bytes), exchange.steps
+        result = runner.run()
+    if exchange.rank != 0:
+        return None
+    steps = exchange.steps - steps
+    return (result.rows_per_second, result.seconds / result.n_steps,
+            {k: (v - sent[k]) / steps for k, v in exchange.bytes.items()})
+
+
+def plain(rows: int, batch: int, source: str) -> float:
     """Rows per second of one process without workers (the same stream, model and iSAGE)."""
-    setup = build(0, rows=rows)
+    setup = build(0, rows=rows, source=source)
     runner = Prequential(setup.learner, setup.stream, batch_size=batch,
-                         plugins=list(setup.explainers))
+                         plugins=list(setup.explainers), record_steps=False)
     return runner.run().rows_per_second
+
+
+def independent(exchange: Exchange, rows: int, batch: int, source: str) -> float | None:
+    """Each worker runs the plain loop on its own (no exchange), once untimed then timed, the
+    timed passes started together: the sum of their rows per second is what two workers
+    could reach on this machine if the exchange and the waiting cost nothing."""
+    use_threads(1)
+    plain(rows, batch, source)
+    dist.barrier()
+    mine = plain(rows, batch, source)
+    parts = exchange.gather_objects(mine)
+    return None if parts is None else float(sum(parts))  # type: ignore[arg-type]
 
 
 def exchange_probe(exchange: Exchange, batch: int, repeats: int) -> float:
@@ -89,32 +138,41 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=3840)
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--source", choices=["memory", "river"], default="memory",
+                        help="rows read from memory, or generated row by row in every worker")
     args = parser.parse_args()
     use_threads(1)
     print(f"{os.cpu_count()} CPUs; iSAGE on MLP {D}-{HIDDEN[0]}-{HIDDEN[1]}-2 "
           f"({N_PARAMS:,} parameters), B = {args.batch} rows per worker, {args.rows:,} rows a "
-          f"run, {args.repeats} repeats; {load()} at the start")
-    speeds: dict[str, list[float]] = {"plain": [], "N=1": [], "N=2": []}
+          f"run (each process runs it once untimed first), stream from {args.source}, "
+          f"{args.repeats} repeats; {load()} at the start")
+    speeds: dict[str, list[float]] = {"plain": [], "N=1": [], "N=2": [], "2 apart": []}
     steps_ms: dict[str, list[float]] = {"N=1": [], "N=2": []}
     sent: dict[str, float] = {}
+    plain(args.rows, args.batch, args.source)  # this process's one-time set-up
     for rep in range(args.repeats):
         order = (1, 2) if rep % 2 == 0 else (2, 1)
         line = [f"repeat {rep + 1}:"]
         for workers in order:
-            result = run_data_parallel(partial(build, rows=args.rows), workers, args.batch)
+            out = launch(partial(timed, rows=args.rows, batch=args.batch, source=args.source),
+                         workers)
+            assert out is not None
             key = f"N={workers}"
-            speeds[key].append(result.rows_per_second)
-            steps_ms[key].append(1000 * result.seconds / max(result.steps, 1))
+            speeds[key].append(out[0])
+            steps_ms[key].append(1000 * out[1])
             if workers == 2:
-                sent = result.bytes_per_step
-            line.append(f"{key} {result.rows_per_second:,.0f} rows/s "
-                        f"({steps_ms[key][-1]:.0f} ms a step)")
-        t = time.perf_counter()
-        speeds["plain"].append(plain(args.rows, args.batch))
-        line.append(f"plain {speeds['plain'][-1]:,.0f} rows/s ({time.perf_counter() - t:.1f} s)")
+                sent = out[2]
+            line.append(f"{key} {out[0]:,.0f} rows/s ({steps_ms[key][-1]:.0f} ms a step)")
+        speeds["plain"].append(plain(args.rows, args.batch, args.source))
+        line.append(f"plain {speeds['plain'][-1]:,.0f} rows/s")
+        apart = launch(partial(independent, rows=args.rows, batch=args.batch,
+                               source=args.source), 2)
+        assert apart is not None
+        speeds["2 apart"].append(apart)
+        line.append(f"2 apart {apart:,.0f} rows/s")
         print("  ".join(line) + f"  [{load()}]", flush=True)
     for key, values in speeds.items():
-        print(f"{key:>5}: median {statistics.median(values):,.0f} rows/s, min "
+        print(f"{key:>7}: median {statistics.median(values):,.0f} rows/s, min "
               f"{min(values):,.0f}, max {max(values):,.0f}")
     ratios = [b / a for a, b in zip(speeds["N=1"], speeds["N=2"])]
     print(f"N=2 / N=1, per repeat: {', '.join(f'{r:.2f}' for r in ratios)}; median "
@@ -145,4 +203,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except WorkerFailed as e:
+        raise SystemExit(f"{e}\n{e.details}") from None

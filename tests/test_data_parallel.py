@@ -10,12 +10,17 @@ import pytest
 import torch
 
 from torchstream.distributed.data_parallel import (
+    Exchange,
+    ParallelPrequential,
+    ShardedLearner,
     WorkerFailed,
     WorkerSetup,
     cost_per_step,
+    join_explainer,
     run_data_parallel,
     shard,
 )
+from torchstream.evaluate import Prequential
 from torchstream.explain import IncrementalPFI
 from torchstream.learners import OnlineClassifier
 from torchstream.models import MLP
@@ -25,7 +30,7 @@ pytest.importorskip("torch.distributed")
 if not torch.distributed.is_available() or not torch.distributed.is_gloo_available():
     pytest.skip("torch.distributed with gloo is not available", allow_module_level=True)
 
-ROWS, BATCH = 1600, 8
+ROWS, BATCH = 3200, 160  # a global batch of 320 rows: the smoother folds it in blocks of 256
 
 
 def build(rank: int, *, rows: int = ROWS, fail_rank: int | None = None) -> WorkerSetup:
@@ -64,7 +69,7 @@ def test_two_workers_train_the_model_one_process_trains_at_twice_the_batch():
     for name, value in state.items():  # every replica took the same step as one process
         assert torch.allclose(result.state[name], value, atol=1e-5, rtol=0), name
     assert result.metrics["accuracy"] == pytest.approx(accuracy, abs=1e-12)
-    control, _, _ = one_process(BATCH)  # the test tells batch 16 from batch 8 apart
+    control, _, _ = one_process(BATCH)  # the test tells batch 2B from batch B apart
     assert any(not torch.allclose(result.state[k], v, atol=1e-3) for k, v in control.items())
     assert list(result.importances) == [ipfi.name]
     merged, half = result.importances[ipfi.name], result.half_widths[ipfi.name]
@@ -78,6 +83,28 @@ def test_two_workers_train_the_model_one_process_trains_at_twice_the_batch():
     n_params = sum(v.numel() for k, v in state.items() if "scaler" not in k)
     assert result.bytes_per_step["gradients"] >= 4 * n_params - 1e-9
     assert result.bytes_per_step["contributions"] > 0
+
+
+def test_one_worker_in_this_process_is_the_plain_loop_also_past_the_smoothers_blocks():
+    """One worker (no process group: nothing to exchange) runs the plain prequential loop:
+    the same weights, metrics and importances to the digit (at a batch of 600 rows, which the
+    smoother folds in blocks of 256)."""
+    plain, joined = build(0), build(0)
+    runner = Prequential(plain.learner, plain.stream, batch_size=600,
+                         plugins=list(plain.explainers))
+    expected = runner.run()
+    exchange = Exchange(0, 1)
+    worker = ParallelPrequential(ShardedLearner(joined.learner, exchange), joined.stream,
+                                 batch_size=600,
+                                 plugins=[join_explainer(e, exchange) for e in joined.explainers])
+    got = worker.run()
+    assert got.metrics == expected.metrics and got.n_steps == expected.n_steps == 6
+    assert torch.equal(joined.explainers[0].importance, plain.explainers[0].importance)
+    assert joined.explainers[0].n_explained == ROWS - 600  # the first batch is only stored
+    for (name, a), b in zip(joined.learner.module.state_dict().items(),
+                            plain.learner.module.state_dict().values()):
+        assert torch.equal(a, b), name
+    assert exchange.explainers == list(joined.explainers)
 
 
 def test_a_worker_that_fails_stops_the_run_with_its_error():

@@ -90,7 +90,12 @@ DEFAULT_TIMEOUT = 1800.0
 
 
 class WorkerFailed(RuntimeError):
-    """A worker of a data-parallel run failed or died; the message names it."""
+    """A worker of a data-parallel run failed or died; the message names it, ``details`` holds
+    the failed worker's traceback (empty for a worker that died)."""
+
+    def __init__(self, message: str, details: str = "") -> None:
+        super().__init__(message)
+        self.details = details
 
 
 def shard(n: int, workers: int, rank: int) -> slice:
@@ -401,9 +406,17 @@ def join_explainer(explainer: Explainer, exchange: Exchange, *,
             else:
                 g.manual_seed(derived_seed(int(explainer.seed), f"worker {exchange.rank}/{i}"))
     smoother = explainer.smoother
-    fold = smoother.update
-    smoother.update = (  # type: ignore[method-assign]
-        lambda values: fold(exchange.gather_rows(values[: exchange.local_n], "contributions")))
+    fold = type(smoother).update
+
+    def update(values: torch.Tensor) -> None:
+        gathered = exchange.gather_rows(values[: exchange.local_n], "contributions")
+        del smoother.update  # the fold may call update on blocks of the rows: the class's own
+        try:
+            fold(smoother, gathered)
+        finally:
+            smoother.update = update  # type: ignore[method-assign]
+
+    smoother.update = update  # type: ignore[method-assign]
     storage = explainer.storage
     for name in ("update", "_update_finite"):
         own = getattr(storage, name, None)
@@ -684,9 +697,9 @@ def _wait(procs: list[BaseProcess], results: Any,
                 if dead:
                     raise WorkerFailed(dead) from None
                 time.sleep(0.05)
-            first = str(payload).splitlines()[0]
+            first, _, details = str(payload).partition("\n")
             raise WorkerFailed(f"worker {rank} (pid {procs[rank].pid}) failed: {first}; the "
-                               "run is stopped")
+                               "run is stopped", details)
 
 
 def _dead(procs: list[BaseProcess], *, signalled: bool = False) -> str | None:
