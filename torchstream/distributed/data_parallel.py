@@ -132,7 +132,13 @@ class Exchange:
 
     While a run steps, ``stop`` answers whether this worker was asked to stop (its
     ``should_stop``, or the parent process gone); every worker stops after the same step
-    (:meth:`ShardedLearner.learn` agrees on it)."""
+    (:meth:`ShardedLearner.learn` agrees on it). With one worker nothing is exchanged (no
+    process group is needed).
+
+    >>> ex = Exchange(rank=1, workers=2)
+    >>> ex.start(torch.zeros(5, 3)), ex.local_n, ex.sizes()
+    (slice(3, 5, None), 2, [3, 2])
+    """
 
     def __init__(self, rank: int, workers: int) -> None:
         self.rank, self.workers = rank, workers
@@ -263,6 +269,16 @@ class ShardedLearner:
         This worker's replica (built alike on every worker).
     exchange
         This worker's :class:`Exchange`.
+
+    >>> from functools import partial
+    >>> from torchstream.learners import OnlineClassifier
+    >>> from torchstream.models import MLP
+    >>> replica = OnlineClassifier(partial(MLP, hidden=(8,)), seed=0)
+    >>> learner = ShardedLearner(replica, Exchange(0, 1))  # one worker, in this process
+    >>> X, y = torch.randn(6, 3), torch.tensor([0, 1, 0, 1, 1, 0])
+    >>> learner.register_classes([0, 1]); learner.arm(X)
+    >>> learner(X).shape, learner.learn(X, y), replica.n_samples_seen, learner.workers
+    (torch.Size([6, 2]), None, 6, 1)
     """
 
     def __init__(self, learner: OnlineLearner, exchange: Exchange) -> None:
@@ -474,6 +490,22 @@ class ParallelPrequential(Prequential):
         Rows per worker and step (``B``).
     **kwargs
         As :class:`~torchstream.evaluate.Prequential` (sinks and ``records_path`` on rank 0).
+
+    >>> from functools import partial
+    >>> from torchstream.explain import IncrementalPFI
+    >>> from torchstream.learners import OnlineClassifier
+    >>> from torchstream.models import MLP
+    >>> from torchstream.streams import agrawal_drift
+    >>> exchange = Exchange(0, 1)  # one worker, in this process
+    >>> stream = agrawal_drift(n_samples=400, position=200)
+    >>> replica = OnlineClassifier(partial(MLP, hidden=(8,)), scale_inputs=True, seed=0)
+    >>> ipfi = join_explainer(IncrementalPFI(replica, "cross_entropy", stream.n_features,
+    ...                                      seed=0), exchange)
+    >>> runner = ParallelPrequential(ShardedLearner(replica, exchange), stream, batch_size=20,
+    ...                              plugins=[ipfi])
+    >>> result = runner.run()
+    >>> result.n_rows, result.n_steps, ipfi.n_explained, runner.plugin_names
+    (400, 20, 380, ['workers', 'ipfi'])
     """
 
     def __init__(self, learner: ShardedLearner, stream: Stream, *, batch_size: int,
