@@ -98,6 +98,7 @@ pdp_feature = "nope"
     ("[grid]\nmodels = ['nope']\n", "unknown model 'nope'"),
     ("[grid]\nstreams = ['nope']\n", "unknown stream 'nope'"),
     ("[run]\nbatch_sise = 3\n", "unknown key 'batch_sise' in \\[run\\]"),
+    ("[run]\nworkers = 2\n", "a sweep runs each run in one process"),
     ("[run]\ndevice = 'cuda'\n", "no CUDA device"),
     ("[sweep]\nexecutor = 'slurm'\n", "executor"),
     ("[grid]\nseeds = []\n", "non-empty list"),

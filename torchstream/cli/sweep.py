@@ -209,6 +209,10 @@ def load_sweep(path: str | Path) -> SweepConfig:
     run: dict[str, Any] = {}
     for key, value in raw.get("run", {}).items():
         dest = key.replace("-", "_")
+        if dest == "workers":
+            _fail(path, f"[run] {key}: a sweep runs each run in one process ([sweep] workers "
+                        "sets how many runs go in parallel); `torchstream run --workers N` "
+                        "splits one run's stream over N processes")
         if dest in RESERVED_RUN:
             _fail(path, f"[run] {key}: set by the sweep itself or reads or writes a run's "
                         f"files; a sweep config cannot set it")
