@@ -1,12 +1,14 @@
 """The drift report measured on drifts whose truth is known, against two baselines.
 
-    python scripts/evaluate_drift_report.py [--quick] [--json PATH] [--settle N] [--min-effect F]
-        [--peers PYTHON]
+    python scripts/evaluate_drift_report.py [--quick] [--only TEXT ...] [--json PATH]
+        [--settle N] [--min-effect F] [--peers PYTHON]
 
 Every case is one seeded stream with one drift at row ``r``; a :class:`DriftReporter` is made
 to report at ``r`` (``known_drifts=[r]``) and its verdicts are compared with the truth. The full
-run has 74 cases (38 real drifts, 21 virtual drifts, 15 controls) and takes about 10 minutes on
-two CPU cores; ``--quick`` runs 10 of them in about a minute. ``--peers PYTHON`` also runs
+run has 83 cases (47 real drifts, 9 of them with moved inputs too, 21 virtual drifts, 15
+controls) and takes about 10 minutes on two idle CPU cores; ``--quick`` runs 10 of them in
+about a minute; ``--only TEXT`` runs the cases whose ``name (seed N)`` contains ``TEXT``
+(e.g. ``--only "sea theta 9->7 (seed 2)"``, ~3 s a case). ``--peers PYTHON`` also runs
 Evidently and NannyML on the same two windows of every case (``scripts/drift_peers.py``, in an
 environment of their own: ``python -m venv peers && peers/bin/pip install evidently nannyml
 'pandas<3'``).
@@ -44,6 +46,10 @@ Cases and their truth (a feature is *relevant* when the labelling function reads
   *active* hyperplane feature's inputs move to U(0, 1); Agrawal f0 with its one relevant
   feature, age, drawn from 20..49 after the row. P(y|x) is unchanged in each: the report must
   call them virtual even where the importance moves with the data.
+* **Mixed drifts** (P(y|x) and P(x) both change; seeds 0-2): SEA theta 8 -> 9.5 with the
+  irrelevant x3 drawn from U(5, 10) after the row; Agrawal f6 -> f8 with ``car`` moved by +10;
+  the hyperplane drift above with one feature inactive on both sides moved by +1. Truth: kind
+  ``real``, the moved input named, the reliance truth of the drift alone.
 * **Real data with injected changes** (electricity, rows shuffled into a stationary stream,
   seeds 0-2): nothing (a control); only rows with nswdemand above its median after the row (a
   selection on x: virtual, nswdemand shifted); the labels flipped where period > 0.5 (real).
@@ -75,7 +81,8 @@ real drifts (Agrawal, SEA, Hyperplane): *precision* = correct verdicts / all
 ``gained`` or ``lost`` verdicts on features not relevant on both sides, a verdict being correct
 only with the truth's direction; *recall* = correct verdicts / truth gained and lost features.
 Also the share of real drifts reported ``real``. Over the virtual drifts: the share reported
-``real``, the share reported ``virtual`` and the share whose shifted input the report flags.
+``real`` and the share reported ``virtual``; over the virtual and mixed drifts the share whose
+shifted input the report flags. A table per family gives the kinds the report called.
 Over the controls: false reports (kind ``real`` or ``virtual``; a ``learning`` report says the
 model changed, not the data).
 
@@ -379,6 +386,34 @@ def boundary_case(seed: int, c: float = 1.0) -> Case:
                 frozenset({"x0", "x1"}))
 
 
+def mixed_cases(seed: int) -> list[Case]:
+    """Real drifts with moved inputs (P(y|x) and P(x) both change at ``DRIFT``): SEA theta
+    8 -> 9.5 with the irrelevant x3 drawn from U(5, 10) after; Agrawal f6 -> f8 with ``car``
+    moved by +10; the hyperplane drift of :func:`hyperplane_case` with one feature inactive on
+    both sides moved by +1. Truth: kind ``real`` (the reliance truth of the drift alone) and
+    the moved input named."""
+    sea = sea_case(8.0, 9.5, seed)
+    X = sea.X.copy()
+    X[DRIFT:, 2] = np.random.default_rng(1_000 + seed).uniform(5.0, 10.0, ROWS - DRIFT) / 5.0 - 1.0
+    out = [Case("mixed", "sea theta 8->9.5, x3 to [5, 10]", seed, X, sea.y, sea.features,
+                sea.gained, sea.lost, sea.both, "real", frozenset({"x3"}))]
+    rng = np.random.default_rng(seed)
+    raw = agrawal_inputs(rng, ROWS)
+    raw[DRIFT:, 4] += 10.0
+    y = np.concatenate([agrawal_label(6, raw[:DRIFT]), agrawal_label(8, raw[DRIFT:])])
+    gained, lost, both = switch_truth(RELEVANT[6], RELEVANT[8])
+    out.append(Case("mixed", "agrawal f6->f8, car +10", seed, _agrawal_scaled(raw), y, AGRAWAL,
+                    gained, lost, both, "real", frozenset({"car"})))
+    hyper = hyperplane_case(seed)
+    idle = min(set(HYPER_NAMES) - hyper.gained - hyper.lost - hyper.both)
+    X = hyper.X.copy()
+    X[DRIFT:, HYPER_NAMES.index(idle)] += 1.0
+    out.append(Case("mixed", f"hyperplane 2 lost, 2 gained, inactive {idle} +1", seed, X,
+                    hyper.y, HYPER_NAMES, hyper.gained, hyper.lost, hyper.both, "real",
+                    frozenset({idle})))
+    return out
+
+
 def sea_still_case(seed: int) -> Case:
     """A SEA stream whose threshold stays 8 (a control)."""
     case = sea_case(8.0, 8.0, seed)
@@ -387,7 +422,7 @@ def sea_still_case(seed: int) -> Case:
 
 
 def cases(quick: bool) -> list[Case]:
-    """The cases of the full run (77) or of ``--quick`` (10)."""
+    """The cases of the full run (83) or of ``--quick`` (10)."""
     if quick:
         return [agrawal_case(0, 6, 0), agrawal_case(8, 2, 0), sea_case(8.0, 9.5, 0),
                 hyperplane_case(0), hyperplane_still_case(0, 1.0), boundary_case(0),
@@ -404,6 +439,8 @@ def cases(quick: bool) -> list[Case]:
         out += [hyperplane_still_case(seed, 1.0), agrawal_virtual_case(seed), boundary_case(seed)]
     for seed in range(3):
         out += [spread_case(seed), relevant_virtual_case(seed), agrawal_age_case(seed)]
+    for seed in range(3):
+        out += mixed_cases(seed)
     for seed in range(3):
         out += [hyperplane_still_case(seed, 0.0), agrawal_case(2, 2, seed),
                 agrawal_case(6, 6, seed), sea_still_case(seed)]
@@ -609,7 +646,7 @@ def summarize(outcomes: Sequence[Outcome]) -> dict[str, dict[str, float]]:
             row["virtual_as_real"] = _share([o.report["kind"] == "real" for o in virtual])
             row["virtual_recognised"] = _share([o.report["kind"] == "virtual" for o in virtual])
             row["shifted_named"] = _share([bool(o.case.shifted & moved_inputs(o.report))
-                                           for o in virtual if o.case.shifted])
+                                           for o in outcomes if o.case.shifted])
             # a control is a false report when it is called a drift (real or virtual); a
             # "learning" or "warm-up" report says the model changed, not the data
             row["control_false"] = _share([o.report["kind"] in ("real", "virtual")
@@ -669,6 +706,28 @@ def summary_table(summary: Mapping[str, Mapping[str, float]], outcomes: Sequence
     return "\n".join(lines)
 
 
+KINDS = ("real", "virtual", "learning", "none", "warm-up")
+
+
+def family_table(outcomes: Sequence[Outcome]) -> str:
+    """Per family of cases (in the order they ran): how many the report called each kind, and
+    how many of those with a moved input it named it for."""
+    families: dict[str, list[Outcome]] = {}
+    for o in outcomes:
+        families.setdefault(o.case.family, []).append(o)
+    lines = ["| family | truth | cases | " + " | ".join(KINDS) + " | shifted input named |",
+             "|---|---|---|" + "---|" * len(KINDS) + "---|"]
+    for family, group in families.items():
+        truth = "/".join(sorted({o.case.kind for o in group}))
+        counts = [str(sum(o.report["kind"] == k for o in group)) for k in KINDS]
+        shifted = [o for o in group if o.case.shifted]
+        named = (f"{sum(bool(o.case.shifted & moved_inputs(o.report)) for o in shifted)}"
+                 f"/{len(shifted)}" if shifted else "-")
+        lines.append(f"| {family} | {truth} | {len(group)} | " + " | ".join(counts)
+                     + f" | {named} |")
+    return "\n".join(lines)
+
+
 def _pct(v: float) -> str:
     return "n/a" if math.isnan(v) else f"{100 * v:.0f} %"
 
@@ -700,14 +759,14 @@ def peer_table(outcomes: Sequence[Outcome], peers: Sequence[Mapping[str, Mapping
     report's own row beside them (a change reported: kind real or virtual)."""
     groups = {k: [i for i, o in enumerate(outcomes) if o.case.kind == k]
               for k in ("real", "virtual", "none")}
-    shifted = [i for i in groups["virtual"] if outcomes[i].case.shifted]
+    shifted = [i for i, o in enumerate(outcomes) if o.case.shifted]  # virtual and mixed
 
     def row(name: str, flagged: Sequence[bool], named: Sequence[bool]) -> str:
         cells = [f"{sum(flagged[i] for i in g)}/{len(g)}" for g in groups.values()]
         return f"| {name} | {' | '.join(cells)} | {sum(named[i] for i in shifted)}/{len(shifted)} |"
 
     lines = ["| tool | real drifts flagged | virtual drifts flagged | controls flagged | "
-             "virtual: shifted input named |", "|---|---|---|---|---|"]
+             "virtual and mixed: shifted input named |", "|---|---|---|---|---|"]
     reported = [o.report["kind"] in ("real", "virtual") for o in outcomes]
     named = [bool(o.case.shifted & moved_inputs(o.report)) for o in outcomes]
     lines.append(row("torchstream report (real or virtual)", reported, named))
@@ -727,6 +786,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="7 cases (under a minute)")
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    parser.add_argument("--only", metavar="TEXT", action="append",
+                        help="run only the cases whose 'name (seed N)' contains TEXT "
+                             "(repeatable: any of them)")
     parser.add_argument("--settle", type=int, default=SETTLE,
                         help=f"rows before the after window (default {SETTLE:,})")
     parser.add_argument("--min-effect", type=float, default=MIN_EFFECT,
@@ -740,7 +802,11 @@ def main() -> None:
     torch.set_num_threads(1)
     t0 = time.perf_counter()
     outcomes = []
-    for case in cases(args.quick):
+    chosen = [c for c in cases(args.quick)
+              if not args.only or any(t in f"{c.name} (seed {c.seed})" for t in args.only)]
+    if not chosen:
+        parser.error(f"no case matches --only {args.only}")
+    for case in chosen:
         outcomes.append(run_case(case))
         o = outcomes[-1]
         print(f"{case.name} (seed {case.seed}): {o.report['summary']}", flush=True)
@@ -749,6 +815,8 @@ def main() -> None:
     print(case_table(outcomes))
     print()
     print(summary_table(summary, outcomes))
+    print()
+    print(family_table(outcomes))
     peers = run_peers(args.peers, outcomes) if args.peers else None
     if peers is not None:
         print()

@@ -96,8 +96,34 @@ def test_boundary_shift_keeps_the_score_and_moves_both_inputs():
 def test_full_run_has_the_promised_cases():
     kinds = [c.kind for c in ev.cases(False)]
     counts = (kinds.count("real"), kinds.count("virtual"), kinds.count("none"))
-    # with the electricity data: 3 more of each kind
-    assert counts == ((38, 21, 15) if data_path("electricity.csv").exists() else (35, 18, 12))
+    # with the electricity data: 3 more of each kind; 9 of the real drifts are mixed
+    assert counts == ((47, 21, 15) if data_path("electricity.csv").exists() else (44, 18, 12))
+    assert sum(c.family == "mixed" for c in ev.cases(False)) == 9
+
+
+def test_mixed_cases_move_one_input_and_change_p_y_given_x():
+    r = ev.DRIFT
+    sea, agrawal, hyper = ev.mixed_cases(1)
+    plain = ev.sea_case(8.0, 9.5, 1)
+    # SEA: the labels and x1, x2 are those of the threshold change; x3 (irrelevant) moved
+    assert np.array_equal(sea.y, plain.y) and np.array_equal(sea.X[:, :2], plain.X[:, :2])
+    assert np.array_equal(sea.X[:r], plain.X[:r]) and sea.X[r:, 2].min() >= 0.0
+    assert sea.kind == "real" and sea.shifted == {"x3"} and sea.both == {"x1", "x2"}
+    # Agrawal: f6 before, f8 after, on the generator's rows with car + 10 after the row
+    raw = ev.agrawal_inputs(np.random.default_rng(1), ev.ROWS)
+    raw[r:, 4] += 10.0
+    np.testing.assert_allclose(agrawal.X, ev._agrawal_scaled(raw))
+    assert np.array_equal(agrawal.y[:r], ev.agrawal_label(6, raw[:r]))
+    assert np.array_equal(agrawal.y[r:], ev.agrawal_label(8, raw[r:]))
+    assert agrawal.shifted == {"car"} and agrawal.gained == {"elevel"}
+    # hyperplane: the weight drift of hyperplane_case; the moved feature is inactive throughout
+    base = ev.hyperplane_case(1)
+    (idle,) = hyper.shifted
+    assert idle not in base.gained | base.lost | base.both
+    j = ev.HYPER_NAMES.index(idle)
+    assert np.array_equal(hyper.y, base.y)
+    np.testing.assert_allclose(hyper.X[r:, j] - base.X[r:, j], 1.0)
+    assert np.array_equal(np.delete(hyper.X, j, 1), np.delete(base.X, j, 1))
 
 
 def test_new_virtual_cases_keep_p_y_given_x():

@@ -108,22 +108,39 @@ class Also(TypedDict):
 
 
 class Conditional(TypedDict):
-    """The test of ``P(y|x)`` (classification): the calibration gap (accuracy less the model's
-    mean confidence) before the alarm and right after it, the z statistic of its drop, and
-    whether ``P(y|x)`` changed (the drop significant and at least the effect floor); over the
-    ``rows`` right after the alarm, the ``accuracy`` (``accuracy_dropped``: below the before
-    window's by more than ``z`` standard errors) and the ``expected`` accuracy (the mean
-    confidence plus the gap before)."""
+    """The test of ``P(y|x)`` (classification; the maths in
+    :mod:`~torchstream.report.reporter`). ``test`` ``"reference model"``: the copy of the
+    model taken at ``model_row`` scored on the kept rows from that row to the alarm's
+    (``rows_before``) and after it (``rows``; ``rows_left_out``: after rows whose cell of the
+    moved feature ``stratified_by`` held too few before rows); ``"right after the row"``: the
+    learner's own predictions before and right after the row (``note`` says why there was no
+    reference model). ``gap_before`` / ``gap_after``: the mean calibration gap (correct less
+    the largest class probability) a side, ``gap_expected`` the gap the after rows would have
+    under the old ``P(y|x)`` (the before rows reweighted to the after rows' cells of the moved
+    feature; ``gap_before`` when no input moved); ``accuracy`` over the after rows and the
+    ``expected`` accuracy (``accuracy + gap_expected - gap_after``); ``z`` the drop
+    ``gap_expected - gap_after`` in standard errors and ``changed`` when it is significant and
+    at least the effect floor. ``accuracy_right_after`` over the ``rows_right_after`` rows
+    right after the row, ``accuracy_dropped`` when it is below the before window's by more than
+    ``z`` standard errors."""
 
     test: str
+    note: str
+    model_row: int | None
+    stratified_by: str | None
+    rows_before: int
     rows: int
-    accuracy: float
-    accuracy_dropped: bool
-    expected: float
+    rows_left_out: int
     gap_before: float
-    gap_right_after: float
+    gap_expected: float
+    gap_after: float
+    accuracy: float
+    expected: float
     z: float
     changed: bool
+    rows_right_after: int
+    accuracy_right_after: float
+    accuracy_dropped: bool
 
 
 class Report(TypedDict):
@@ -257,11 +274,13 @@ def summary(r: Report) -> str:
     out = f"after row {r['row']:,} {reliance_text}; {inputs}; {_cost(r)}"
     cond = r["conditional"]
     if cond is not None:
-        out += (f"; P(y|x) changed: accuracy {_fmt(cond['accuracy'])} over the "
-                f"{cond['rows']:,} rows after it where the model's confidence predicts "
-                f"{_fmt(cond['expected'])}" if cond["changed"] else
-                f"; accuracy {_fmt(cond['accuracy'])} over the {cond['rows']:,} rows after it "
-                f"(the model's confidence fell with it)" if r["kind"] == "real" else
+        who = (f"the model of row {cond['model_row']:,}" if cond["model_row"] is not None
+               else "the model")
+        out += (f"; P(y|x) changed: {who} is right on {_fmt(cond['accuracy'])} of "
+                f"{cond['rows']:,} rows sampled after it where its confidence and its record "
+                f"before it predict {_fmt(cond['expected'])}" if cond["changed"] else
+                f"; {who} is right on {_fmt(cond['accuracy'])} of {cond['rows']:,} rows "
+                f"sampled after it, as its confidence predicts" if r["kind"] == "real" else
                 "; P(y|x) unchanged (accuracy as the model's confidence predicts)")
     out += cut
     partial = [f for features in r["where"]["partial"].values() for f in features]
@@ -302,9 +321,15 @@ def to_markdown(reports: Sequence[Report],
         erics = bool(r["where"]["partial"])  # the column only where an ERICS detector ran
         cond = r["conditional"]
         if cond is not None:
+            model = (f"the model of row {cond['model_row']:,}" if cond["model_row"] is not None
+                     else "the learner right after the row")
+            weighted = (f", {_fmt(cond['gap_expected'])} reweighted to `"
+                        f"{cond['stratified_by']}` after" if cond["stratified_by"] else "")
+            note = f"; {cond['note']}" if cond["note"] else ""
             out.append(f"P(y|x): {'changed' if cond['changed'] else 'unchanged'} (calibration "
-                       f"gap {_fmt(cond['gap_before'])} before, {_fmt(cond['gap_right_after'])}"
-                       f" right after, z {_fmt(cond['z'])}).\n")
+                       f"gap of {model}: {_fmt(cond['gap_before'])} on {cond['rows_before']:,} "
+                       f"rows before{weighted}, {_fmt(cond['gap_after'])} on {cond['rows']:,} "
+                       f"rows after, z {_fmt(cond['z'])}{note}).\n")
         if math.isfinite(r["share_moved"]):
             out.append(f"Inputs moved: {100 * r['share_moved']:.0f} % of the features.\n")
         out.append("| explainer | feature | verdict | before | after | input test (p) "
@@ -363,7 +388,8 @@ def reports_to_json(reports: Sequence[Report], indent: int | None = 2) -> str:
     return json.dumps({"alarms": json_safe(list(reports))}, indent=indent)
 
 
-_MAYBE_NONE = ("rows_to_recovery", "recovered", "cut", "cut_at", "conditional")
+_MAYBE_NONE = ("rows_to_recovery", "recovered", "cut", "cut_at", "conditional", "model_row",
+               "stratified_by", "reference")
 
 
 def nan_back(value: object, key: str = "") -> object:

@@ -5,7 +5,8 @@ the relationship changed, whether the inputs moved, where, and what it cost.
 runner's plug-in list. Every batch it records, in a bounded deque, one entry per batch: the row
 range, each explainer's importance snapshot (the explainer's EMA after that batch), the batch's
 per-column sum and sum of squares, and the metric signal per row (0/1 correctness of the arg-max
-prediction for classification, squared error for regression) with its sum of squares.
+prediction for classification, squared error for regression) with its sum of squares, and the
+rows of a bounded sample with their labels (the distribution tests, the test of ``P(y|x)``).
 
 When a detector raises alarms (its ``new_alerts`` after an update), or the stream passes a row
 of ``known_drifts``, a report
@@ -68,17 +69,51 @@ report's ``kind``.
 
 **Real or virtual: a test of P(y|x).** A change of importance does not show a change of
 ``P(y|x)``: importance is a property of the model *and* the data, and moves when the inputs
-move. For a classifier whose outputs are probabilities the report tests ``P(y|x)`` itself by
-the calibration gap ``g = 1[correct] - max_k p_k(x)`` of each row (test-then-train: the
-prediction before the row was learned). Under an unchanged ``P(y|x)`` the model's confidence
-at the new inputs still predicts its accuracy there, so the mean gap right after the alarm
-equals the gap before it whatever ``P(x)`` did (the same estimate of the accuracy under
-covariate shift as confidence-based performance estimation); a new ``P(y|x)`` labels the same
-inputs otherwise than the model expects, and the gap falls. ``conditional.changed`` when
-``gap_before - gap_right_after`` (over the ``window // 4`` rows from the alarm's, where the
-model has not yet adapted) exceeds ``z`` standard errors (Welch, two-sided at ``level``)
-and ``min_conditional``. Closed forms (tests): labels flipped on half the input space: changed
-(``z`` 4-5 on 500 rows); inputs of a relevant feature moved with ``P(y|x)`` fixed: not changed.
+move. For a classifier whose outputs are probabilities the report tests ``P(y|x)`` itself
+with a *reference model*: a copy of the learner taken every ``window // 2`` rows (the copies
+no alarm can use are let go), the report using the oldest copy taken in its before window
+(between ``window // 2`` and ``window`` rows before the row: a model that has not learned the
+rows it is scored on, and does not learn after). Its calibration gap per row is
+``g(x, y) = 1[argmax_k p_k(x) = y] - max_k p_k(x)`` (correct less confident), scored on the
+kept rows (``input_rows``, with their labels) from the copy's row to the alarm's (*before*,
+``B``) and from the alarm's to the end of the after window (*after*, ``A``: every kept row the
+model would have got wrong while the learner adapts).
+
+For a fixed model ``E[g | x] = c(x) - conf(x)``, ``c(x)`` its probability to be right at ``x``
+under the current ``P(y|x)``, ``conf(x)`` its confidence there. So, with ``h_b(x)`` the
+before concept's ``E[g | x]`` and ``h_a(x)`` the after concept's,
+
+    E_A[g] - E_B[g] = (E_{p_a}[h_b] - E_{p_b}[h_b])  +  (E_{p_a}[h_a] - E_{p_a}[h_b])
+                      the part due to P(x)            the part due to P(y|x)
+
+and the test estimates the second part: ``gap_expected`` is ``E_{p_a}[h_b]``, the before rows
+reweighted to the after rows' inputs, ``gap_after`` is ``E_{p_a}[h_a]``. With no input moved
+``p_a = p_b`` and ``gap_expected`` is the before rows' mean gap; when inputs moved, the before
+rows are post-stratified on the moved feature with the largest distribution statistic: ``q =
+10`` cells at the before rows' deciles of its value (a one-hot block: its categories; a
+nullable feature: a cell for its missing rows), ``gap_expected = sum_c w_c mean_B(c)`` with
+``w_c`` the share of the after rows in cell ``c`` — a histogram estimate of the density ratio
+``p_a(x) / p_b(x)`` on that feature. After rows whose cell holds fewer than two before rows
+(inputs outside the before rows' range: the old model says nothing there) are left out
+(``rows_left_out``). The drop ``gap_expected - gap_after`` has the standard error
+``sqrt(sum_c w_c^2 s_B(c)^2 / n_B(c) + s_A^2 / n_A)``
+(:func:`~torchstream.report.stats.reweighted_gap`); ``conditional.changed`` when the drop
+exceeds ``z = Phi^-1(1 - level / 2)`` of them (a one-sided test at ``level / 2``) and
+``min_conditional``. Under an
+unchanged ``P(y|x)`` the drop is zero whatever ``P(x)`` did on the reweighted feature (the
+reweighting assumes the other inputs given that feature did not move); a new ``P(y|x)``
+labels inputs the reference model knew otherwise than it expects, and as the model does not
+adapt, every after row where the concept differs counts, not only the few before the learner
+relearns (a threshold that moves through ~10 % of the inputs costs a learner that relearns
+within a few hundred rows almost nothing right after the alarm, and its reference model
+~0.05-0.1 of accuracy over all the after rows). Closed forms (tests): a fixed model with
+confidence ``c`` and a band of share ``s`` of the inputs relabelled: drop ``s (2c - 1)``;
+a calibration that varies with ``x0`` and ``x0`` moved with ``P(y|x)`` fixed: the plain drop
+is not zero, the reweighted one is.
+
+Without a reference model (a learner that cannot be copied, said in ``conditional.note``, or
+an alarm in the stream's first rows) the test falls back on the learner's own predictions:
+the before window's mean gap against that of the ``window // 4`` rows right after the alarm.
 
 The report's ``kind``, the first that applies:
 
@@ -127,13 +162,18 @@ Memory: entries older than ``2 * window + settle`` rows behind the newest row ar
 pending report needs at most ``window`` rows before its alarm and ``settle + window`` after it),
 and consecutive batches of fewer than ``window // 100`` rows join into one entry (its snapshot
 the last one), so a window holds at most about 100 entries whatever the batch size; recovery
-keeps the last ``window // 4`` rows' metric sums.
+keeps the last ``window // 4`` rows' metric sums. The reference models: about three copies of
+the learner (the last ``window + window // 2`` rows'), plus one per report waiting for its
+rows; a state holds each copy's ``state_dict()`` (rebuilt on a copy of the learner at the
+next batch after a resume) or, for a model without one, the model itself.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import math
+import pickle
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -146,9 +186,9 @@ from torchstream.drift.cdleeds.detector import CDLEEDS
 from torchstream.drift.cdleeds.monitor import LocalChangeMonitor
 from torchstream.drift.erics import ERICS
 from torchstream.evaluate.plugins import plugin_name
-from torchstream.explain.pdp_grid import group_spec
 from torchstream.explain.interaction import IncrementalInteraction
 from torchstream.explain.ipdp import IncrementalPDP
+from torchstream.explain.pdp_grid import GroupSpec, group_spec
 from torchstream.report.format import (
     Also,
     Change,
@@ -166,6 +206,7 @@ from torchstream.report.format import (
 from torchstream.report.pd import PDCurve, pd_curves, pd_grids
 from torchstream.report.stats import (
     Distribution,
+    GapDrop,
     chi2_test,
     curve_difference,
     group_columns,
@@ -173,10 +214,12 @@ from torchstream.report.stats import (
     kept_rows,
     ks_test,
     mean_bound,
+    quantile_cells,
+    reweighted_gap,
     sample_mean_se,
     z_quantile,
 )
-from torchstream.typing import BatchView
+from torchstream.typing import BatchView, ModelFn
 
 __all__ = ["Change", "Curve", "DriftReporter", "PairChange", "Region", "Report", "json_safe"]
 
@@ -204,6 +247,7 @@ class _Entry(TypedDict):
     metric: float
     metric_sq: float
     sample: list[list[float]]  # the rows kept for the distribution tests (kept_rows)
+    labels: list[float]  # their labels (the test of P(y|x) by the reference model)
     gap: float  # sum over rows of correct - confidence (NaN: not probabilities)
     gap_sq: float
 
@@ -222,6 +266,7 @@ class _Pending(_Recovery):
     detector: str
     also: list[Also]
     cut: int | None  # the next change's row: the windows end before it
+    reference: int | None  # the row of the copy of the model that tests P(y|x)
     curves: list[dict[str, list[float] | list[str]]]
     grids: dict[str, dict[str, object]]
     pd: dict[str, PDCurve]
@@ -260,6 +305,41 @@ def _deciles(x: torch.Tensor) -> list[float]:
     return torch.quantile(x, _DECILES).tolist() if x.numel() else [math.nan] * 9
 
 
+def _labels(entries: list[_Entry]) -> torch.Tensor:
+    """The labels of a window's kept rows, in the order of :func:`_sample`."""
+    return torch.tensor([v for e in entries for v in e["labels"]], dtype=torch.float64)
+
+
+#: Cells of the moved input column that the test of P(y|x) reweights by (about 50 before rows
+#: a cell with the default 500 kept rows a window).
+_CELLS = 10
+
+
+def _cells(spec: GroupSpec, before: torch.Tensor, after: torch.Tensor
+           ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The cells of the kept rows by one feature: the category of a one-hot block (an empty
+    block: a cell of its own), else :func:`~torchstream.report.stats.quantile_cells` of the
+    value column, a nullable feature's missing rows in a cell of their own."""
+    cols = list(spec.columns)
+    if spec.kind == "categorical":
+        def category(X: torch.Tensor) -> torch.Tensor:
+            block = X[:, cols]
+            return torch.where(block.max(1).values > 0, block.argmax(1),
+                               torch.full((X.shape[0],), len(cols), dtype=torch.int64))
+        return category(before), category(after)
+    if spec.kind == "nullable":
+        out = []
+        missing = (before[:, cols[1]] != 0, after[:, cols[1]] != 0)
+        present = quantile_cells(before[~missing[0], cols[0]], after[~missing[1], cols[0]],
+                                 _CELLS)
+        for X, m, cells in zip((before, after), missing, present):
+            full = torch.full((X.shape[0],), _CELLS, dtype=torch.int64)
+            full[~m] = cells
+            out.append(full)
+        return out[0], out[1]
+    return quantile_cells(before[:, cols[0]], after[:, cols[0]], _CELLS)
+
+
 def _also(also: list[Also], detector: str, row: int, note: str) -> None:
     """Record an alarm that joins a report: a run of consecutive rows of one detector with
     one reason is one entry (every row from ``first`` to ``last`` alarmed)."""
@@ -269,6 +349,13 @@ def _also(also: list[Also], detector: str, row: int, note: str) -> None:
         last["last"] = row
     else:
         also.append({"detector": detector, "first": row, "last": row, "note": note})
+
+
+def _model_state(model: ModelFn) -> object:
+    """What a state saves of a copy of the model: its state dict, or the model itself when it
+    has none (e.g. a plain function)."""
+    get = getattr(model, "state_dict", None)
+    return get() if callable(get) and hasattr(model, "load_state_dict") else model
 
 
 def _pair_values(explainer: IncrementalInteraction) -> list[float]:
@@ -342,8 +429,9 @@ class DriftReporter(PluginBase):
         The effect floor of an input flag: the KS statistic or the total variation distance
         must reach it (default 0.1), as ``min_effect`` is the floor of a reliance verdict.
     min_conditional
-        The effect floor of the test of ``P(y|x)``: the accuracy right after the alarm must lie
-        at least this far below what the model's confidence predicts (default 0.01).
+        The effect floor of the test of ``P(y|x)``: the reference model's accuracy after the
+        alarm must lie at least this far below what its confidence and its record before the
+        alarm predict (default 0.01).
     on_report
         Called with each report when it is built.
     """
@@ -410,6 +498,8 @@ class DriftReporter(PluginBase):
         self.pdp_names = [plugin_name(p, i) for i, p in enumerate(self.pdps)]
         self.interaction_names = [plugin_name(e, i) for i, e in enumerate(self.interactions)]
         self.recovery_rows = max(1, window // 4)
+        #: Rows between the copies of the model kept for the test of P(y|x).
+        self.reference_every = max(1, window // 2)
         #: Rows one recorded entry covers at least (consecutive batches join up to it).
         self.block = max(1, window // 100)
         self._reset()
@@ -432,6 +522,12 @@ class DriftReporter(PluginBase):
         self._ring_n = 0  # rows written so far
         self._model: Callable[[torch.Tensor], torch.Tensor] | None = None
         self._input: tuple[torch.dtype, torch.device] = (torch.float32, torch.device("cpu"))
+        # copies of the learner by the row they were taken at (the test of P(y|x)); states of
+        # copies to rebuild from the learner at the next batch (after a resume)
+        self._references: dict[int, ModelFn] = {}
+        self._restore: dict[int, object] = {}
+        self._next_reference = self.reference_every
+        self._reference_error: str | None = None
 
     def _settings(self) -> dict[str, object]:
         """What a state must match."""
@@ -456,7 +552,12 @@ class DriftReporter(PluginBase):
         signal = self._signal(batch)
         metric = float(signal.sum())
         gap = self._gap(batch, signal)
-        sample = X[kept_rows(start, int(X.shape[0]), min(1.0, self.input_rows / self.window))]
+        keep = kept_rows(start, int(X.shape[0]), min(1.0, self.input_rows / self.window))
+        sample = X[keep]
+        labels = batch.y.detach().to("cpu", torch.float64).reshape(-1)[keep].tolist()
+        learner = batch.learner
+        if self._restore:
+            self._rebuild(learner)
         snapshots = [e.importance.detach().to("cpu", torch.float64).tolist()
                      for e in self.explainers]
         pairs = [_pair_values(e) for e in self.interactions]
@@ -472,6 +573,7 @@ class DriftReporter(PluginBase):
             last["metric"] += metric
             last["metric_sq"] += float((signal * signal).sum())
             last["sample"] += sample.tolist()
+            last["labels"] += labels
             last["gap"] += float(gap.sum())
             last["gap_sq"] += float((gap * gap).sum())
         else:
@@ -479,13 +581,12 @@ class DriftReporter(PluginBase):
                 "start": start, "end": end, "snapshots": snapshots, "pairs": pairs,
                 "sums": X.sum(0).tolist(), "squares": (X * X).sum(0).tolist(),
                 "metric": metric, "metric_sq": float((signal * signal).sum()),
-                "sample": sample.tolist(), "gap": float(gap.sum()),
+                "sample": sample.tolist(), "labels": labels, "gap": float(gap.sum()),
                 "gap_sq": float((gap * gap).sum()),
             })
         self._record_where(end)
         if self.pd_rows:
             self._keep_rows(X)
-        learner = batch.learner
         self._model = learner if callable(learner) else None
         self._input = (batch.X.dtype, batch.X.device)
         self._open(end)
@@ -494,6 +595,7 @@ class DriftReporter(PluginBase):
         due = [p for p in self._pending if end >= p["row"] + span or p["cut"] is not None]
         self._pending = [p for p in self._pending if p not in due]
         built = [self._add(pending) for pending in due]
+        self._keep_reference(learner, end, bool(gap.numel()) and bool(torch.isfinite(gap).all()))
         while self._entries and self._entries[0]["start"] < end - self.window - span:
             self._entries.popleft()
         oldest = end - self.window - span
@@ -546,11 +648,50 @@ class DriftReporter(PluginBase):
                 if earlier["cut"] is None and row < earlier["row"] + self.settle + self.window:
                     earlier["cut"] = row
             grids, curves, output = self._pd_now()
+            # the oldest copy of the model in the row's before window (from window // 2 to
+            # window rows before it when a copy is taken every window // 2 rows)
+            copies = [r for r in self._references if row - self.window <= r < row]
             self._pending.append({"row": row, "detector": source, "also": [], "cut": None,
+                                  "reference": min(copies) if copies else None,
                                   "curves": [_curve(p) for p in self.pdps],
                                   "grids": grids, "pd": curves, "output": output,
                                   "threshold": self._metric(before)[0], "recovered": None,
                                   "rows_to_recovery": None})
+
+    def _keep_reference(self, learner: object, end: int, probabilities: bool) -> None:
+        """Take a copy of the learner when the stream passes a multiple of
+        ``reference_every`` rows (a classifier with probability outputs only), and drop the
+        copies that no report holds and no later alarm can use."""
+        if end >= self._next_reference:
+            self._next_reference = (end // self.reference_every + 1) * self.reference_every
+            if probabilities and callable(learner) and self._reference_error is None:
+                try:
+                    self._references[end] = copy.deepcopy(learner)
+                except (TypeError, ValueError, RuntimeError, AttributeError,
+                        pickle.PicklingError) as e:  # said in every report's test of P(y|x)
+                    self._reference_error = (f"the learner could not be copied "
+                                             f"({type(e).__name__}: {e})")
+        held = {p.get("reference") for p in self._pending}
+        oldest = end - self.window - self.reference_every
+        self._references = {r: m for r, m in self._references.items()
+                            if r >= oldest or r in held}
+
+    def _rebuild(self, learner: object) -> None:
+        """The copies of a loaded state: the learner's copy with each copy's state loaded
+        (a copy saved whole, e.g. a plain function, as it was saved)."""
+        for row, state in sorted(self._restore.items()):
+            if isinstance(state, Mapping):
+                load = getattr(learner, "load_state_dict", None)
+                if load is None:
+                    raise ValueError(f"the drift report's copy of the model at row {row:,} is a "
+                                     f"state dict, but the learner "
+                                     f"({type(learner).__name__}) has no load_state_dict")
+                model = copy.deepcopy(learner)
+                model.load_state_dict(state)  # type: ignore[attr-defined]
+            else:
+                model = state
+            self._references[row] = cast(ModelFn, model)
+        self._restore = {}
 
     def _join(self, row: int, source: str) -> bool:
         """Add a detector's alarm at ``row`` to the report of the change it belongs to, if
@@ -725,8 +866,11 @@ class DriftReporter(PluginBase):
         return report
 
     def on_end(self) -> None:
-        """The runner's end hook (the stream's end): :meth:`finish`."""
+        """The runner's end hook (the stream's end): :meth:`finish`, then the copies of the
+        model are let go (no alarm can come after the end)."""
         self.finish()
+        self._references = {}
+        self._restore = {}
 
     def finish(self) -> list[Report]:
         """Build the pending reports from the rows seen so far (e.g. at the end of a stream,
@@ -764,6 +908,7 @@ class DriftReporter(PluginBase):
         columns = self._columns
         samples = (_sample(before), _sample(after))  # built once for every feature's test
         tested: dict[str, Distribution] = {}
+        spec_of: dict[str, GroupSpec] = {}
         changes: list[Change] = []
         for k, explainer in enumerate(self.explainers):
             names = list(explainer.feature_names)
@@ -772,7 +917,8 @@ class DriftReporter(PluginBase):
             specs = {n: list(m) for n, m in zip(names, members)}
             for feature in names:
                 if feature not in tested:
-                    tested[feature] = self._distribution(feature, specs, before, after,
+                    spec_of[feature] = self._spec(feature, specs)
+                    tested[feature] = self._distribution(spec_of[feature], before, after,
                                                          samples, len(names))
             z = z_quantile(self.level, len(names))
             n_eff_b = max(1.0, n_b * float(explainer.alpha) / 2.0)
@@ -818,7 +964,8 @@ class DriftReporter(PluginBase):
         dropped = bool(math.isfinite(worse) and worse > margin)
         improved = bool(math.isfinite(worse) and -worse > margin)
         soon = [e for e in right_after if e["end"] <= row + self.recovery_rows]
-        conditional = self._conditional(before, soon, z_metric)
+        conditional = self._conditional(pending, before, soon, z_metric, tested, spec_of,
+                                        min(a0 + w, cut))
         moved = any(d["input_moved"] for d in tested.values())
         if row < w:
             kind = "warm-up"  # fewer than one window of rows before it: the model is new
@@ -901,17 +1048,19 @@ class DriftReporter(PluginBase):
                                 0.0 if math.isnan(p["evidence"]) else -p["evidence"]))
         return out
 
-    def _distribution(self, feature: str, specs: Mapping[str, list[int]],
-                      before: list[_Entry], after: list[_Entry],
+    def _spec(self, feature: str, specs: Mapping[str, list[int]]) -> GroupSpec:
+        """The feature's columns and kind (numeric, nullable, one-hot block)."""
+        columns = self._columns
+        return group_spec(feature, specs,
+                          columns if len(columns) > max(max(c) for c in specs.values()) else None)
+
+    def _distribution(self, spec: GroupSpec, before: list[_Entry], after: list[_Entry],
                       samples: tuple[torch.Tensor, torch.Tensor], n_features: int
                       ) -> Distribution:
         """The distribution test of one feature between the windows (see
         :class:`~torchstream.report.stats.Distribution`): KS on the kept rows of a
         numeric column, chi-squared on the counts of a one-hot block (its columns' sums) or of
         a missing indicator."""
-        columns = self._columns
-        spec = group_spec(feature, specs,
-                          columns if len(columns) > max(max(c) for c in specs.values()) else None)
         cols = list(spec.columns)
         tests: list[tuple[str, float, float]] = []  # (test, statistic, p)
         labels: list[str] = []
@@ -953,27 +1102,82 @@ class DriftReporter(PluginBase):
                 "input_moved": moved, "input_labels": labels, "input_before": shares_b,
                 "input_after": shares_a}
 
-    def _conditional(self, before: list[_Entry], right_after: list[_Entry], z: float
-                     ) -> Conditional | None:
-        """The test of ``P(y|x)`` by the calibration gap (module docstring); None for a
-        regression or outputs that are not probabilities."""
+    def _conditional(self, pending: _Pending, before: list[_Entry], soon: list[_Entry],
+                     z: float, tested: Mapping[str, Distribution],
+                     spec_of: Mapping[str, GroupSpec], last: float) -> Conditional | None:
+        """The test of ``P(y|x)`` (module docstring): the reference model's calibration gap on
+        the rows after the alarm (up to row ``last``) against its gap on the rows before it,
+        reweighted to the moved input; without a reference model the prequential gap of the
+        ``soon`` rows against the before window's. None for a regression or outputs that are
+        not probabilities."""
         n_b = sum(e["end"] - e["start"] for e in before)
-        n_f = sum(e["end"] - e["start"] for e in right_after)
+        n_f = sum(e["end"] - e["start"] for e in soon)
         g_b, se_b = sample_mean_se(sum(e["gap"] for e in before),
                                    sum(e["gap_sq"] for e in before), n_b)
-        g_f, se_f = sample_mean_se(sum(e["gap"] for e in right_after),
-                                   sum(e["gap_sq"] for e in right_after), n_f)
+        g_f, se_f = sample_mean_se(sum(e["gap"] for e in soon),
+                                   sum(e["gap_sq"] for e in soon), n_f)
         if self._task == "regression" or not (math.isfinite(g_b) and math.isfinite(g_f)):
             return None
-        drop = g_b - g_f
-        se = math.hypot(se_b, se_f)
         m_b, sm_b = self._metric(before)
-        m_f, sm_f = self._metric(right_after)
-        return {"test": "calibration gap", "rows": n_f, "accuracy": m_f,
-                "accuracy_dropped": bool(m_b - m_f > z * math.hypot(sm_b, sm_f)),
-                "expected": m_f - g_f + g_b, "gap_before": g_b, "gap_right_after": g_f,
-                "z": drop / se if se > 0 else (math.inf if drop > 0 else 0.0),
-                "changed": bool(drop > z * se and drop >= self.min_conditional)}
+        m_f, sm_f = self._metric(soon)
+        row, reference = pending["row"], pending.get("reference")
+        model = self._references.get(reference) if reference is not None else None
+        by = max(((d["input_statistic"], f) for f, d in tested.items() if d["input_moved"]),
+                 default=(0.0, None))[1]
+        found = None if model is None else self._reference_test(
+            model, cast(int, reference), row, last, spec_of[by] if by is not None else None)
+        note = ""
+        if found is not None:
+            drop, accuracy = found
+            test, stratified = "reference model", by
+        else:
+            reason = (self._reference_error if self._reference_error is not None else
+                      "no copy of the model was taken in the window before the row" if
+                      model is None else "too few kept rows a side for the reference model")
+            note = f"{reason}: the prequential gap of the rows right after the row instead"
+            drop = GapDrop(g_b, g_b, g_f, g_b - g_f, math.hypot(se_b, se_f), n_b, n_f, 0)
+            accuracy, test, stratified, reference = m_f, "right after the row", None, None
+        return {"test": test, "note": note, "model_row": reference,
+                "stratified_by": stratified, "rows_before": drop.rows_before,
+                "rows": drop.rows_after, "rows_left_out": drop.rows_left_out,
+                "gap_before": drop.gap_before, "gap_expected": drop.expected,
+                "gap_after": drop.gap_after, "accuracy": accuracy,
+                "expected": accuracy + drop.drop,
+                "z": (drop.drop / drop.se if drop.se > 0 else
+                      math.inf if drop.drop > 0 else 0.0),
+                "changed": bool(drop.drop > z * drop.se and drop.drop >= self.min_conditional),
+                "rows_right_after": n_f, "accuracy_right_after": m_f,
+                "accuracy_dropped": bool(m_b - m_f > z * math.hypot(sm_b, sm_f))}
+
+    def _reference_test(self, model: ModelFn, reference: int, row: int, last: float,
+                        spec: GroupSpec | None) -> tuple[GapDrop, float] | None:
+        """The reference model's calibration gap on the kept rows from its own row to the
+        alarm's against the kept rows from the alarm's to ``last``, reweighted by the cells of
+        ``spec`` (the moved feature; None: no input moved), and its accuracy on the after rows
+        used; None with fewer than two rows a side."""
+        before = [e for e in self._entries if e["start"] >= reference and e["end"] <= row]
+        after = [e for e in self._entries if e["start"] >= row and e["end"] <= last]
+        Xb, Xa = _sample(before), _sample(after)
+        if Xb.shape[0] < 2 or Xa.shape[0] < 2:
+            return None
+        right_b, gap_b = self._scored(model, Xb, _labels(before))
+        right_a, gap_a = self._scored(model, Xa, _labels(after))
+        cells = _cells(spec, Xb, Xa) if spec is not None else (None, None)
+        drop = reweighted_gap(gap_b, gap_a, *cells)
+        if not math.isfinite(drop.drop):
+            return None
+        return drop, reweighted_gap(right_b, right_a, *cells).gap_after
+
+    def _scored(self, model: ModelFn, X: torch.Tensor, y: torch.Tensor
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+        """A model's 0/1 correctness and calibration gap (correct less its largest class
+        probability) on the rows ``X`` with labels ``y`` (in chunks of 4,096 rows)."""
+        dtype, device = self._input
+        with torch.no_grad():
+            out = torch.cat([model(X[i:i + 4096].to(device, dtype)).detach().to(
+                "cpu", torch.float64) for i in range(0, X.shape[0], 4096)])
+        right = (out.argmax(1) == y.long()).to(torch.float64)
+        return right, right - out.max(1).values
 
     def _metric(self, entries: list[_Entry]) -> tuple[float, float]:
         n = sum(e["end"] - e["start"] for e in entries)
@@ -1045,6 +1249,11 @@ class DriftReporter(PluginBase):
             "rows": self._ring[: min(self._ring_n, self.pd_rows)].tolist(),
             "rows_written": self._ring_n,
             "reports": json.loads(json.dumps(json_safe(self.reports))),
+            # the copies of the model: a state dict each (a model without one: itself)
+            "references": {str(r): m for r, m in sorted(self._restore.items())} | {
+                str(r): _model_state(m) for r, m in sorted(self._references.items())},
+            "next_reference": self._next_reference,
+            "reference_error": self._reference_error,
         }
 
     def load_state_dict(self, state: Mapping[str, object]) -> None:
@@ -1073,3 +1282,8 @@ class DriftReporter(PluginBase):
             self._ring[: kept.shape[0]] = kept
             self._ring_n = int(state["rows_written"])  # type: ignore[call-overload]
         self.reports = [cast(Report, nan_back(r)) for r in state["reports"]]  # type: ignore[attr-defined]
+        references = cast(Mapping[str, object], state.get("references") or {})
+        self._restore = {int(r): m for r, m in references.items()}
+        self._next_reference = int(state.get("next_reference", self.reference_every))  # type: ignore[call-overload]
+        error = state.get("reference_error")
+        self._reference_error = None if error is None else str(error)

@@ -7,14 +7,15 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
-from typing import TypedDict
+from typing import NamedTuple, TypedDict
 
 import numpy as np
 import torch
 from scipy import stats
 
-__all__ = ["Column", "Distribution", "Shift", "chi2_test", "curve_difference", "group_columns",
-           "input_shift", "kept_rows", "ks_test", "mean_bound", "sample_mean_se", "z_quantile"]
+__all__ = ["Column", "Distribution", "GapDrop", "Shift", "chi2_test", "curve_difference",
+           "group_columns", "input_shift", "kept_rows", "ks_test", "mean_bound", "quantile_cells",
+           "reweighted_gap", "sample_mean_se", "z_quantile"]
 
 
 class Column(TypedDict):
@@ -218,6 +219,92 @@ def sample_mean_se(total: float, squares: float, n: int) -> tuple[float, float]:
     mean = total / n
     var = max(squares - n * mean * mean, 0.0) / max(n - 1, 1)
     return mean, math.sqrt(var / n)
+
+
+class GapDrop(NamedTuple):
+    """The drop of a fixed model's calibration gap from the before rows to the after rows
+    (:func:`reweighted_gap`): ``gap_before`` the before rows' mean, ``expected`` the mean the
+    after rows would have under the before rows' ``P(y|x)`` (the before rows' cell means
+    weighted by the after rows' cell shares; ``gap_before`` without cells), ``gap_after`` the
+    after rows' mean, ``drop = expected - gap_after``, ``se`` its standard error, and the rows
+    used (``rows_left_out``: after rows in a cell with fewer than ``min_rows`` before rows)."""
+
+    gap_before: float
+    expected: float
+    gap_after: float
+    drop: float
+    se: float
+    rows_before: int
+    rows_after: int
+    rows_left_out: int
+
+
+def quantile_cells(before: torch.Tensor, after: torch.Tensor, q: int
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The cells of a numeric column's rows for :func:`reweighted_gap`: ``q`` bins whose inner
+    edges are the before rows' ``k / q`` quantiles (``k = 1 .. q - 1``, linear interpolation;
+    a value on an edge goes to the bin above it), the same edges for the after rows; an after
+    row below the before rows' smallest value or above their largest gets cell ``-1`` (the
+    before rows say nothing there)."""
+    before = before.to(torch.float64)
+    after = after.to(torch.float64)
+    if before.numel() == 0:
+        return (torch.empty(0, dtype=torch.int64),
+                torch.full((after.numel(),), -1, dtype=torch.int64))
+    inner = torch.linspace(0.0, 1.0, q + 1, dtype=torch.float64)[1:-1]
+    edges = torch.quantile(before, inner).contiguous()
+    cb = torch.searchsorted(edges, before.contiguous(), right=True)
+    ca = torch.searchsorted(edges, after.contiguous(), right=True)
+    outside = (after < before.min()) | (after > before.max())
+    return cb, torch.where(outside, torch.full_like(ca, -1), ca)
+
+
+def reweighted_gap(before: torch.Tensor, after: torch.Tensor,
+                   cells_before: torch.Tensor | None = None,
+                   cells_after: torch.Tensor | None = None, *, min_rows: int = 2) -> GapDrop:
+    """How far the per-row values ``after`` (a fixed model's calibration gaps on the rows after
+    a change) fall below what the values ``before`` predict for them.
+
+    Without cells: ``expected`` is the mean of ``before`` and ``se`` Welch's
+    ``sqrt(s_b^2 / n_b + s_a^2 / n_a)``. With cells (one per row, e.g. the bins of a moved input
+    column, :func:`quantile_cells`; ``-1``: no cell) the before rows are reweighted to the after
+    rows' cells (post-stratification, a histogram estimate of the density ratio
+    ``p_after(x) / p_before(x)`` on the cells): ``expected = sum_c w_c mean_b(c)`` with
+    ``w_c = n_a(c) / n_a`` over the cells holding at least ``min_rows`` before rows (after
+    rows elsewhere are left out: their inputs were not seen before) and
+    ``se^2 = sum_c w_c^2 s_b(c)^2 / n_b(c) + s_a^2 / n_a`` (``s_a``: the after rows' standard
+    deviation, which also holds their spread between the cells). NaN with fewer than two rows
+    a side.
+    """
+    b = before.to(torch.float64).reshape(-1)
+    a = after.to(torch.float64).reshape(-1)
+    n_all = int(a.numel())
+    nan = math.nan
+    if cells_before is None or cells_after is None:
+        cb = torch.zeros(b.numel(), dtype=torch.int64)
+        ca = torch.zeros(n_all, dtype=torch.int64)
+    else:
+        cb, ca = cells_before.reshape(-1).to(torch.int64), cells_after.reshape(-1).to(torch.int64)
+    if cb.numel() != b.numel() or ca.numel() != n_all:
+        raise ValueError(f"cells: {cb.numel()} before and {ca.numel()} after for {b.numel()} "
+                         f"and {n_all} values")
+    g_b = float(b.mean()) if b.numel() else nan
+    keys, counts = torch.unique(cb[cb >= 0], return_counts=True)
+    kept_cells = keys[counts >= min_rows]
+    used = torch.isin(ca, kept_cells)
+    a_used = a[used]
+    n_a, n_b = int(a_used.numel()), int(b.numel())
+    if n_a < 2 or n_b < 2:
+        return GapDrop(g_b, nan, nan, nan, nan, n_b, n_a, n_all - n_a)
+    expected, var = 0.0, 0.0
+    for c in torch.unique(ca[used]).tolist():
+        rows = b[cb == c]
+        w = float((ca[used] == c).sum()) / n_a
+        expected += w * float(rows.mean())
+        var += w * w * float(rows.var(correction=1)) / rows.numel()
+    g_a = float(a_used.mean())
+    var += float(a_used.var(correction=1)) / n_a
+    return GapDrop(g_b, expected, g_a, expected - g_a, math.sqrt(var), n_b, n_a, n_all - n_a)
 
 
 def group_columns(members: Sequence[Sequence[int]] | None, d: int) -> list[list[int]]:
