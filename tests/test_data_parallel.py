@@ -44,10 +44,11 @@ def build(rank: int, *, rows: int = ROWS, fail_rank: int | None = None) -> Worke
     return WorkerSetup(stream, learner, [ipfi])
 
 
-def one_process(batch_size: int) -> tuple[dict[str, torch.Tensor], float, IncrementalPFI]:
+def one_process(batch_size: int, rows: int = ROWS
+                ) -> tuple[dict[str, torch.Tensor], float, IncrementalPFI]:
     """One process, plainly: test, explain, learn each batch of ``batch_size`` rows."""
     torch.manual_seed(0)
-    setup = build(0)
+    setup = build(0, rows=rows)
     stream, learner, (ipfi,) = setup.stream, setup.learner, setup.explainers
     learner.register_classes(stream.classes)
     correct = n = 0
@@ -129,3 +130,40 @@ def test_the_cost_model_counts_a_ring_all_reduce_and_the_contributions():
     assert four["gradients"] == 4 * 1000 * 2 * 3 / 4
     assert four["contributions"] == 8 * 4 * 10 * 3
     assert four["predictions"] == 4 * 4 * 2 * 3  # float32 probabilities of 2 classes
+
+
+def build_counting(rank: int, *, rows: int, log: str) -> WorkerSetup:
+    """:func:`build`, with every ``all_gather`` and ``all_reduce`` of this worker written to
+    ``log`` (one line per call: its rank and name)."""
+    for name in ("all_gather", "all_reduce"):
+        own = getattr(torch.distributed, name)
+
+        def counted(*args: object, _own=own, _name=name, **kwargs: object) -> object:
+            with open(log, "a") as f:
+                f.write(f"{rank} {_name}\n")
+            return _own(*args, **kwargs)
+
+        setattr(torch.distributed, name, counted)
+    return build(rank, rows=rows)
+
+
+def test_a_step_waits_for_the_other_worker_twice_predictions_with_contributions_loss_with_gradients(
+        tmp_path):
+    """Each step has two collectives: one ``all_gather`` of the predictions together with the
+    explainer's contributions, one ``all_reduce`` of the gradients with the loss and the stop
+    request (plus one ``all_reduce`` before the first step, agreeing to start) — also in the
+    short last batch, where worker 1 has no rows."""
+    log = tmp_path / "calls.txt"
+    rows = 10 * 64 + 1  # ten global batches of 64 rows, then one of a single row
+    result = run_data_parallel(partial(build_counting, rows=rows, log=str(log)), workers=2,
+                               batch_size=32)
+    assert result.rows == rows and result.steps == 11
+    calls = log.read_text().split("\n")[:-1]
+    for rank in (0, 1):
+        mine = [c.split()[1] for c in calls if c.split()[0] == str(rank)]
+        assert mine.count("all_gather") == 11, rank
+        assert mine.count("all_reduce") == 11 + 1, rank
+    state, _, _ = one_process(64, rows)
+    for name, value in state.items():  # the riders change no step
+        assert torch.allclose(result.state[name], value, atol=1e-5, rtol=0), name
+

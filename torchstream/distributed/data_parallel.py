@@ -11,18 +11,22 @@ global batch, each worker
 1. **tests** its rows with the current model; the predictions are gathered from every worker
    (``all_gather``) in the global batch's row order, so the metrics, the drift detectors and
    the drift report see every row's prediction in stream order, as one process sees them;
-2. **explains** its rows (iPFI, iSAGE): each explainer's per-row contributions of the batch are
-   gathered from every worker and folded into its average in row order, so every worker holds
-   the same explanation; its storage of rows to draw replacements from receives every row of
-   the global batch (a reservoir over the whole stream, whichever rows a worker is given — a
-   stream partitioned by key does not bias it);
+2. **explains** its rows (iPFI, iSAGE), as part of the test: each explainer's per-row
+   contributions of the batch are gathered from every worker and folded into its average in
+   row order, so every worker holds the same explanation — the first explainer's contributions
+   and the predictions travel in one ``all_gather`` (one flat buffer); its storage of rows to
+   draw replacements from receives every row of the global batch (a reservoir over the whole
+   stream, whichever rows a worker is given — a stream partitioned by key does not bias it);
 3. **learns** its rows: the gradient of its rows' mean loss, weighted by its share of the global
    batch's rows, is summed over the workers (one ``all_reduce`` of every gradient in one
    buffer, in an optimiser step pre-hook) before the optimiser's step, and the input (and
    target) scaler takes the statistics of the whole global batch. Every replica takes the same
    step: the model a single process trains on batches of ``workers * batch_size`` rows, up to
-   float rounding. The step's loss is the global batch's mean (one more small ``all_reduce``,
-   which also carries a request to stop, so that every worker stops after the same step).
+   float rounding. The step's loss (the global batch's mean) and a request to stop (so that
+   every worker stops after the same step) are summed in the same ``all_reduce``.
+
+A step thus waits for the other workers twice (each collective is a point where the fastest
+worker waits for the slowest); a second explainer adds one ``all_gather``.
 
 Plug-ins other than iPFI and iSAGE (an iPDP, interactions, drift detectors, the drift report)
 and the sinks run on rank 0 only, over the whole global batch and its gathered predictions.
@@ -46,6 +50,7 @@ runs the same loop through :func:`launch`.
 from __future__ import annotations
 
 import importlib
+import math
 import multiprocessing as mp
 import os
 import pickle
@@ -74,6 +79,7 @@ from torchstream.explain.isage import IncrementalSAGE
 from torchstream.learners.online import OnlineLearner
 from torchstream.learners.scaling import RunningStandardizer
 from torchstream.learners.threads import use_threads
+from torchstream.step import StepRecord
 from torchstream.streams.base import Stream
 from torchstream.typing import BatchView, ModelFn
 
@@ -155,6 +161,16 @@ class Exchange:
         self.explainers: list[Explainer] = []
         self.stop_agreed = False
         self.pids: list[int] = []
+        #: The current global batch's labels and first row's stream position (the test of a
+        #: global batch explains this worker's rows with them).
+        self.labels: tuple[torch.Tensor, int] | None = None
+        #: This worker's predictions of the batch, waiting to travel with the first
+        #: explainer's contributions (one ``all_gather`` for both); then every worker's.
+        self.carry: torch.Tensor | None = None
+        self.carried: torch.Tensor | None = None
+        #: What each joined explainer's plug-in call answers this step (it explained during
+        #: the test, so that its contributions carried the predictions).
+        self.explained: dict[int, object] = {}
 
     def start(self, X: torch.Tensor) -> slice:
         """A new global batch ``X``: this worker's rows of it."""
@@ -183,17 +199,35 @@ class Exchange:
     def gather_rows(self, values: torch.Tensor, kind: str) -> torch.Tensor:
         """Every worker's ``values [b_r, ...]`` concatenated in rank order (the global batch's
         row order); ``values`` holds this worker's ``local_n`` rows."""
-        values = values.detach()
-        sizes = self.sizes()
+        return self.gather_many([(values, kind)])[0]
+
+    def gather_many(self, items: Sequence[tuple[torch.Tensor, str]]) -> list[torch.Tensor]:
+        """:meth:`gather_rows` of several tensors of this worker's rows in one ``all_gather``
+        (one flat buffer of their common dtype: each value travels exactly)."""
+        values = [v.detach() for v, _ in items]
         if self.workers == 1:
             return values
+        sizes = self.sizes()
         top = max(sizes)
-        padded = values.new_zeros((top, *values.shape[1:]))
-        padded[: values.shape[0]] = values
+        dtype = values[0].dtype
+        for v in values[1:]:
+            dtype = torch.promote_types(dtype, v.dtype)
+        widths = [math.prod(v.shape[1:]) for v in values]
+        padded = values[0].new_zeros((top, sum(widths)), dtype=dtype)
+        col = 0
+        for v, w in zip(values, widths):
+            padded[: v.shape[0], col : col + w] = v.reshape(v.shape[0], w)
+            col += w
         parts = [torch.empty_like(padded) for _ in range(self.workers)]
-        dist.all_gather(parts, padded.contiguous())
-        self.bytes[kind] += padded.numel() * padded.element_size()
-        return torch.cat([p[:s] for p, s in zip(parts, sizes)])
+        dist.all_gather(parts, padded)
+        whole = torch.cat([part[:s] for part, s in zip(parts, sizes)])
+        out: list[torch.Tensor] = []
+        col = 0
+        for (v, kind), w in zip(zip(values, (k for _, k in items)), widths):
+            out.append(whole[:, col : col + w].to(v.dtype).reshape(whole.shape[0], *v.shape[1:]))
+            self.bytes[kind] += top * w * padded.element_size()
+            col += w
+        return out
 
     def all_sum(self, values: list[float], kind: str) -> list[float]:
         """``values`` summed over the workers (float64)."""
@@ -203,19 +237,30 @@ class Exchange:
             self.bytes[kind] += t.numel() * t.element_size()
         return t.tolist()
 
-    def average_gradients(self, params: Sequence[torch.Tensor]) -> None:
+    def average_gradients(self, params: Sequence[torch.Tensor],
+                          riders: Sequence[float] = ()) -> list[float]:
         """Each gradient (its rows' mean) weighted by the worker's share of the rows, summed
-        over the workers: the gradient of the global batch's mean loss."""
+        over the workers: the gradient of the global batch's mean loss. ``riders`` (a few
+        numbers: the loss, a stop request) are summed in the same ``all_reduce``, in the
+        gradients' dtype; returns their sums."""
         grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
         flat = torch.cat([g.reshape(-1) for g in grads]) * (self.local_n / self.n)
+        size = flat.numel()
+        if riders:
+            flat = torch.cat([flat, torch.tensor(list(riders), dtype=flat.dtype)])
         if self.workers > 1:
             dist.all_reduce(flat)
-            self.bytes["gradients"] += flat.numel() * flat.element_size()
+            self.bytes["gradients"] += size * flat.element_size()
+            self.bytes["loss"] += len(riders) * flat.element_size()
+        sums = flat[size:].tolist()
+        flat = flat[:size]
         offset = 0
         for p, g in zip(params, grads):
             size = g.numel()
-            p.grad = flat[offset : offset + size].view_as(g).clone()
-            offset += size
+            n = g.numel()
+            p.grad = flat[offset : offset + n].view_as(g).clone()
+            offset += n
+        return [float(v) for v in sums]
 
     def gather_objects(self, obj: object) -> list[object] | None:
         """Every worker's ``obj`` on rank 0 (None elsewhere)."""
@@ -257,7 +302,9 @@ class ShardedLearner:
     runner; anything else is the replica's own).
 
     Called on a global batch that :class:`ParallelPrequential` has announced (its test), it
-    predicts this worker's rows and returns every worker's predictions gathered in row order;
+    predicts this worker's rows, has the joined explainers explain them (their plug-in calls
+    of the step then answer what they answered here) and returns every worker's predictions
+    gathered in row order (with the first explainer's contributions, in one collective);
     any other call (an explainer's, a detector's, the drift report's) is the replica's own
     prediction. :meth:`learn` takes the global batch just tested: the scalers learn all of its
     rows, the replica its own rows, with every worker's gradients combined before the step.
@@ -303,6 +350,15 @@ class ShardedLearner:
         self._learned = True
         self._hooked: torch.optim.Optimizer | None = None
         self._loss = float("nan")
+        self._step_no = 0
+        self._stop = False
+        self._sums: list[float] = []
+        # the step's loss rides on the gradients' all_reduce: it is read as the replica
+        # computes it (a compiled replica's loss is inside its graphs: summed after the step)
+        self._recorder: _LossRecorder | None = None
+        if not learner.compile:
+            self._recorder = _LossRecorder(learner._train_loss)
+            learner._train_loss = self._recorder
 
     def __getattr__(self, name: str) -> object:
         """Anything else is the replica's (``module``, ``optimizer``, ``divergences``, ...)."""
@@ -311,9 +367,10 @@ class ShardedLearner:
             raise AttributeError(name)
         return getattr(learner, name)
 
-    def arm(self, X: torch.Tensor) -> None:
-        """The next call on ``X`` is the test of a new global batch."""
+    def arm(self, X: torch.Tensor, step: int = 0) -> None:
+        """The next call on ``X`` is the test of global batch ``step``."""
         self._armed = X
+        self._step_no = step
 
     def __call__(self, X: torch.Tensor) -> torch.Tensor:
         if X is not self._armed:
@@ -330,7 +387,23 @@ class ShardedLearner:
             self._joined = True
         rows = ex.own_rows()
         out = self.learner(X[rows])
-        return ex.gather_rows(out[: ex.local_n], "predictions")
+        ex.carry, ex.carried = out[: ex.local_n], None
+        labels, ex.labels = ex.labels, None
+        if ex.explainers and labels is not None:
+            # the explainers explain this worker's rows now: the first one's contributions
+            # carry the predictions (one all_gather for both); the runner's plug-in calls then
+            # answer what they answered here
+            y, start = labels
+            local = _Rows(self._step_no, start + rows.start, X[rows], y[rows], out, self)
+            with torch.enable_grad():
+                for i, e in enumerate(ex.explainers):
+                    ex.explained[i] = e.on_batch(local)
+        if ex.carry is not None:  # no explainer folded contributions this step
+            ex.carried = ex.gather_rows(ex.carry, "predictions")
+            ex.carry = None
+        gathered, ex.carried = ex.carried, None
+        assert gathered is not None
+        return gathered
 
     def learn(self, X: torch.Tensor, y: torch.Tensor) -> None:
         ex = self.exchange
@@ -347,13 +420,18 @@ class ShardedLearner:
         if learner.target_scaler is not None:
             learner.target_scaler.update(target.view(-1, 1))
         seen = learner.n_samples_seen
+        self._stop = ex.stop is not None and ex.stop()
+        self._sums = []
+        if self._recorder is not None:
+            self._recorder.loss = None
         with _frozen(learner.input_scaler, learner.target_scaler):
             learner.learn(X[rows], y[rows])
         learner.n_samples_seen = seen + X.shape[0]
-        share = ex.local_n / ex.n
-        stop = ex.stop is not None and ex.stop()
-        loss, stops = ex.all_sum([learner.last_loss * share if ex.local_n else 0.0,
-                                  float(stop)], "loss")
+        if self._recorder is None:  # the loss was not known before the step
+            share = ex.local_n / ex.n
+            self._sums = ex.all_sum([learner.last_loss * share if ex.local_n else 0.0,
+                                     float(self._stop)], "loss")
+        loss, stops = self._sums
         self._loss = loss
         ex.stop_agreed = stops > 0
 
@@ -378,9 +456,22 @@ class ShardedLearner:
         if opt is None or opt is self._hooked:
             return
         params = [p for g in opt.param_groups for p in g["params"]]
-        exchange = self.exchange
-        opt.register_step_pre_hook(lambda o, a, k: exchange.average_gradients(params))
+        opt.register_step_pre_hook(lambda o, a, k: self._reduce(params))
         self._hooked = opt
+
+    def _reduce(self, params: list[torch.Tensor]) -> None:
+        """The optimiser step's pre-hook: the gradients summed over the workers, with this
+        worker's share of the global batch's loss and its stop request riding along (one
+        collective for the three)."""
+        ex = self.exchange
+        if self._recorder is None:
+            ex.average_gradients(params)
+            return
+        recorded = self._recorder.loss
+        loss = float("nan") if recorded is None else float(recorded)
+        share = ex.local_n / ex.n
+        self._sums = ex.average_gradients(
+            params, [loss * share if ex.local_n else 0.0, float(self._stop)])
 
     def _broadcast_weights(self) -> None:
         if self.exchange.workers == 1:
@@ -425,7 +516,13 @@ def join_explainer(explainer: Explainer, exchange: Exchange, *,
     fold = type(smoother).update
 
     def update(values: torch.Tensor) -> None:
-        gathered = exchange.gather_rows(values[: exchange.local_n], "contributions")
+        mine = values[: exchange.local_n]
+        if exchange.carry is not None:  # the test's predictions travel with these
+            exchange.carried, gathered = exchange.gather_many(
+                [(exchange.carry, "predictions"), (mine, "contributions")])
+            exchange.carry = None
+        else:
+            gathered = exchange.gather_rows(mine, "contributions")
         del smoother.update  # the fold may call update on blocks of the rows: the class's own
         try:
             fold(smoother, gathered)
@@ -439,9 +536,47 @@ def join_explainer(explainer: Explainer, exchange: Exchange, *,
         if own is not None:
             setattr(storage, name, _global_rows(own, exchange))
     explain = explainer.on_batch
-    explainer.on_batch = lambda batch: explain(exchange.local(batch))  # type: ignore[method-assign]
+    index = len(exchange.explainers)
+
+    def on_batch(batch: BatchView) -> object:
+        if isinstance(batch, _Rows):  # the test of a global batch: this worker's rows
+            return explain(batch)
+        if index in exchange.explained:  # explained during the test
+            return exchange.explained.pop(index)
+        return explain(exchange.local(batch))
+
+    explainer.on_batch = on_batch  # type: ignore[method-assign, assignment]
     exchange.explainers.append(explainer)
     return explainer
+
+
+class _LossRecorder:
+    """A replica's training loss that keeps the first mean loss it computes after ``loss`` is
+    reset (the step's; later calls, e.g. a divergence check's, are not kept)."""
+
+    def __init__(self, loss: Callable[..., torch.Tensor]) -> None:
+        self.own = loss
+        self.loss: torch.Tensor | None = None
+
+    def __call__(self, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        value = self.own(out, y)
+        if self.loss is None:
+            self.loss = value.detach().mean()
+        return value
+
+    def __getattr__(self, name: str) -> object:
+        own = self.__dict__.get("own")
+        if own is None:
+            raise AttributeError(name)
+        value = getattr(own, name)
+        if name == "mean":  # the fused mean loss
+            def mean(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+                result: torch.Tensor = value(out, y)
+                if self.loss is None:
+                    self.loss = result.detach()
+                return result
+            return mean
+        return value
 
 
 def _global_rows(update: Callable[[torch.Tensor], None], exchange: Exchange
@@ -463,7 +598,7 @@ class _Announce(PluginBase):
         self.workers = learner.workers
 
     def transform(self, X: torch.Tensor, step: int) -> torch.Tensor:
-        self._learner.arm(X)
+        self._learner.arm(X, step)
         return X
 
     def on_batch(self, batch: BatchView) -> None:
@@ -514,6 +649,15 @@ class ParallelPrequential(Prequential):
         self.worker_batch = batch_size
         super().__init__(learner, stream, batch_size=batch_size * learner.workers,
                          plugins=[_Announce(learner), *plugins], **kwargs)
+
+    def _step(self, X: torch.Tensor, y: torch.Tensor, *, last: bool) -> StepRecord:
+        self.exchange.labels = (y, self.position)  # the test explains with them
+        self.exchange.explained.clear()
+        try:
+            return super()._step(X, y, last=last)
+        finally:
+            self.exchange.labels = None
+            self.exchange.explained.clear()
 
     def run(self, steps: int | None = None, *, checkpoint_every: int | None = None,
             checkpoint_path: str | os.PathLike[str] | None = None,
