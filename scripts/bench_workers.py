@@ -108,22 +108,16 @@ def independent(exchange: Exchange, rows: int, batch: int, source: str) -> float
 
 
 def exchange_probe(exchange: Exchange, batch: int, repeats: int) -> float:
-    """Median seconds of one step's collectives between the workers, with no compute: the
-    gradients' all_reduce, the contributions' and predictions' all_gather, the loss's
-    all_reduce."""
-    grads = torch.zeros(N_PARAMS)
-    contributions = torch.zeros(batch, D, dtype=torch.float64)
-    predictions = torch.zeros(batch, 2)
-    loss = torch.zeros(2, dtype=torch.float64)
+    """Median seconds of one step's two collectives between the workers, with no compute: the
+    predictions' and contributions' all_gather (one float64 buffer), the gradients' all_reduce
+    (with the loss and the stop request in it)."""
+    grads = torch.zeros(N_PARAMS + 2)
+    rows = torch.zeros(batch, 2 + D, dtype=torch.float64)
     times = []
     for _ in range(repeats):
         t = time.perf_counter()
+        dist.all_gather([torch.empty_like(rows) for _ in range(exchange.workers)], rows)
         dist.all_reduce(grads)
-        dist.all_gather([torch.empty_like(contributions) for _ in range(exchange.workers)],
-                        contributions)
-        dist.all_gather([torch.empty_like(predictions) for _ in range(exchange.workers)],
-                        predictions)
-        dist.all_reduce(loss)
         times.append(time.perf_counter() - t)
     return statistics.median(times)
 
