@@ -4,6 +4,8 @@ process's, and a worker that fails or dies stops the run with its name."""
 
 from __future__ import annotations
 
+import io
+import pickle
 from functools import partial
 
 import pytest
@@ -12,11 +14,13 @@ import torch
 from torchstream.distributed.data_parallel import (
     Exchange,
     ParallelPrequential,
+    ParallelResult,
     ShardedLearner,
     WorkerFailed,
     WorkerSetup,
     cost_per_step,
     join_explainer,
+    read_result,
     run_data_parallel,
     shard,
 )
@@ -167,3 +171,24 @@ def test_a_step_waits_for_the_other_worker_twice_predictions_with_contributions_
     for name, value in state.items():  # the riders change no step
         assert torch.allclose(result.state[name], value, atol=1e-5, rtol=0), name
 
+
+
+class _NotAllowed:
+    def __init__(self) -> None:
+        self.value = 1
+
+
+def test_a_worker_result_is_read_weights_only():
+    """Rank 0's result crosses to the parent as torch.save bytes read weights-only: the
+    declared result class and tensors come back; an object of any other class is refused."""
+    result = ParallelResult(4, 1.0, {"accuracy": 0.5}, {}, {}, {"w": torch.ones(2)}, 2)
+    buffer = io.BytesIO()
+    torch.save(result, buffer)
+    back = read_result(buffer.getvalue(), (ParallelResult,))
+    assert back.metrics == result.metrics and torch.equal(back.state["w"], torch.ones(2))
+    with pytest.raises(pickle.UnpicklingError):
+        read_result(buffer.getvalue())  # ParallelResult not declared
+    buffer = io.BytesIO()
+    torch.save(_NotAllowed(), buffer)
+    with pytest.raises(pickle.UnpicklingError):
+        read_result(buffer.getvalue(), (ParallelResult,))

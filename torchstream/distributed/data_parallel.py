@@ -50,10 +50,10 @@ runs the same loop through :func:`launch`.
 from __future__ import annotations
 
 import importlib
+import io
 import math
 import multiprocessing as mp
 import os
-import pickle
 import queue
 import signal
 import socket
@@ -85,7 +85,7 @@ from torchstream.typing import BatchView, ModelFn
 
 __all__ = ["Exchange", "Named", "ParallelPrequential", "ParallelResult", "ShardedLearner",
            "WorkerFailed", "WorkerSetup", "cost_per_step", "join_explainer", "launch",
-           "run_data_parallel", "shard"]
+           "read_result", "run_data_parallel", "shard"]
 
 Explainer = IncrementalPFI | IncrementalSAGE
 T = TypeVar("T")
@@ -781,9 +781,11 @@ def _worker(target: Callable[[Exchange], object], rank: int, workers: int, addre
         results.put(("running", rank, os.getpid()))
         out = target(exchange)
         if rank == 0:
-            # plain pickle: the tensors' bytes travel in the message (the queue's own pickler
-            # would share their memory, gone when this process ends)
-            results.put(("ok", rank, pickle.dumps(out)))
+            # the tensors' bytes travel in the message (the queue's own pickler would share
+            # their memory, gone when this process ends)
+            buffer = io.BytesIO()
+            torch.save(out, buffer)
+            results.put(("ok", rank, buffer.getvalue()))
         dist.destroy_process_group()
     except BaseException as e:  # noqa: BLE001 (reported to the parent, which stops the run)
         results.put(("failed", rank, f"{_failure(e)}\n{traceback.format_exc()}"))
@@ -796,12 +798,15 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def launch(target: Callable[[Exchange], T], workers: int, *, timeout: float = DEFAULT_TIMEOUT,
+def launch(target: Callable[[Exchange], T], workers: int, *, returns: Sequence[type] = (),
+           timeout: float = DEFAULT_TIMEOUT,
            on_start: Callable[[list[int]], None] | None = None,
            signal_to_pass: Callable[[], int | None] | None = None) -> T:
     """Run ``target(exchange)`` in ``workers`` processes on this machine (``spawn``; joined by
     ``torch.distributed`` with gloo; each in a process group of its own) and return rank 0's
-    result. ``target`` must pickle (a module-level function, a :class:`Named`). ``on_start``
+    result. ``target`` must pickle (a module-level function, a :class:`Named`); its result
+    travels as ``torch.save`` bytes read back weights-only: tensors, plain containers and
+    values, and instances of the classes in ``returns`` (nothing else is rebuilt). ``on_start``
     is called with the workers' process ids once every worker has joined. ``signal_to_pass``
     is asked while they run; the first signal number it answers is sent to every worker (a
     stop request the parent received). ``timeout``: seconds a collective may wait for a
@@ -820,7 +825,7 @@ def launch(target: Callable[[Exchange], T], workers: int, *, timeout: float = DE
         p.start()
     answered = False
     try:
-        out: T = _wait(procs, results, on_start, signal_to_pass)
+        out: T = _wait(procs, results, returns, on_start, signal_to_pass)
         answered = True
         return out
     finally:
@@ -837,7 +842,7 @@ def launch(target: Callable[[Exchange], T], workers: int, *, timeout: float = DE
                 p.join()
 
 
-def _wait(procs: list[BaseProcess], results: Any,
+def _wait(procs: list[BaseProcess], results: Any, returns: Sequence[type],
           on_start: Callable[[list[int]], None] | None,
           signal_to_pass: Callable[[], int | None] | None) -> Any:
     """Rank 0's result; a :class:`WorkerFailed` naming the worker that died or failed first (a
@@ -865,7 +870,7 @@ def _wait(procs: list[BaseProcess], results: Any,
             if len(running) == len(procs) and on_start is not None:
                 on_start([running[r] for r in range(len(procs))])
         elif status == "ok":
-            return pickle.loads(payload)
+            return read_result(payload, returns)
         else:
             deadline = time.monotonic() + 2.0  # a peer's death makes the others' errors
             while time.monotonic() < deadline:
@@ -876,6 +881,14 @@ def _wait(procs: list[BaseProcess], results: Any,
             first, _, details = str(payload).partition("\n")
             raise WorkerFailed(f"worker {rank} (pid {procs[rank].pid}) failed: {first}; the "
                                "run is stopped", details)
+
+
+def read_result(payload: bytes, returns: Sequence[type] = ()) -> Any:
+    """A worker's result from its ``torch.save`` bytes, read weights-only: tensors, plain
+    containers and values, and instances of the classes in ``returns``; any other object is
+    refused (``pickle.UnpicklingError``), so reading it runs no code."""
+    with torch.serialization.safe_globals(list(returns)):
+        return torch.load(io.BytesIO(payload), weights_only=True)
 
 
 def _dead(procs: list[BaseProcess], *, signalled: bool = False) -> str | None:
@@ -985,7 +998,7 @@ def run_data_parallel(build: Callable[[int], WorkerSetup], workers: int, batch_s
         raise ValueError("checkpoint_every needs a checkpoint path")
     result = launch(
         _RankCall(build, batch_size, steps, checkpoint, checkpoint_every, resume, threads),
-        workers, timeout=timeout, on_start=on_start)
+        workers, returns=(ParallelResult,), timeout=timeout, on_start=on_start)
     assert result is not None  # rank 0's
     return result
 
