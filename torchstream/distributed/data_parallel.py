@@ -79,9 +79,9 @@ from torchstream.explain.isage import IncrementalSAGE
 from torchstream.learners.online import OnlineLearner
 from torchstream.learners.scaling import RunningStandardizer
 from torchstream.learners.threads import use_threads
-from torchstream.step import StepRecord
+from torchstream.step import Batch, StepRecord
 from torchstream.streams.base import Stream
-from torchstream.typing import BatchView, ModelFn
+from torchstream.typing import BatchView
 
 __all__ = ["Exchange", "Named", "ParallelPrequential", "ParallelResult", "ShardedLearner",
            "WorkerFailed", "WorkerSetup", "cost_per_step", "join_explainer", "launch",
@@ -117,19 +117,9 @@ def shard(n: int, workers: int, rank: int) -> slice:
 
 
 @dataclass(frozen=True)
-class _Rows:
-    """A worker's rows of a global batch, as its explainers see them (a ``BatchView``)."""
-
-    step: int
-    start: int
-    X: torch.Tensor
-    y: torch.Tensor
-    y_pred: torch.Tensor
-    learner: ModelFn
-
-    @property
-    def size(self) -> int:
-        return int(self.X.shape[0])
+class _Rows(Batch):
+    """A worker's rows of a global batch, as its explainers see them (told apart from the
+    runner's global :class:`~torchstream.step.Batch` by its type)."""
 
 
 class Exchange:
