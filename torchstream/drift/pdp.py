@@ -100,7 +100,6 @@ class PDPDriftDetector(DriftDetectorBase):
         self.detector = detector
         self.snapshots: list[tuple[int, torch.Tensor, torch.Tensor]] = []
         self.n_updates = 0  # scores fed to the change detector
-        self.n_seen = 0  # rows seen (for positions outside a prequential run)
 
     @property
     def name(self) -> str:
@@ -114,7 +113,6 @@ class PDPDriftDetector(DriftDetectorBase):
 
     def _after(self, end: int) -> None:
         """Feed the current score to the change detector; ``end`` = row index after the batch."""
-        self.n_seen = end
         hit = False
         if self.explainer.n_explained > 0:
             self.detector.update(self.explainer.score)
@@ -135,7 +133,7 @@ class PDPDriftDetector(DriftDetectorBase):
         """Update the explainer with ``X`` and the change detector with the new score;
         :attr:`new_alerts` holds the batch's last row when it raised an alert."""
         self.explainer.explain(X, y)
-        self._after(self.n_seen + int(X.shape[0]))
+        self._after(self.n_rows + int(X.shape[0]))
 
     def update(self, batch: BatchView) -> None:
         """The runner's update: the explainer on the batch, then the change detector (an
@@ -162,7 +160,7 @@ class PDPDriftDetector(DriftDetectorBase):
             "alerts": list(self.alerts),
             "snapshots": [(r, g.clone(), p.clone()) for r, g, p in self.snapshots],
             "n_updates": self.n_updates,
-            "n_seen": self.n_seen,
+            "n_rows": self.n_rows,
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -173,7 +171,7 @@ class PDPDriftDetector(DriftDetectorBase):
         self.alerts = [int(a) for a in state["alerts"]]
         self.snapshots = [(int(r), g.clone(), p.clone()) for r, g, p in state["snapshots"]]
         self.n_updates = int(state["n_updates"])
-        self.n_seen = int(state["n_seen"])
+        self.n_rows = int(state["n_rows"])
 
     def __repr__(self) -> str:
         return (
