@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 from torchstream._lazy import lazy_names
 
 if TYPE_CHECKING:
-    from torchstream.explain._base import LossExplainer
     from torchstream.explain.ablation import AblationResult, ablation_test, compare_attributions
     from torchstream.explain.baselines import (
         BASELINES,
@@ -63,7 +62,6 @@ __all__ = [
     "IncrementalSAGE",
     "LocalAttribution",
     "LocalAttributor",
-    "LossExplainer",
     "MarginalImputer",
     "MaxDistanceBaseline",
     "NeutralBaseline",
@@ -78,7 +76,6 @@ __all__ = [
 ]
 
 __getattr__, __dir__ = lazy_names(__name__, {
-    "torchstream.explain._base": ("LossExplainer",),
     "torchstream.explain.ablation": ("AblationResult", "ablation_test", "compare_attributions"),
     "torchstream.explain.baselines": (
         "BASELINES", "Baseline", "BlurredBaseline", "ConstantBaseline", "EWMABaseline",

@@ -166,7 +166,7 @@ class LossExplainer(ExplainerBase, PluginBase):
         feature_names: Sequence[str] | None,
         init: Literal["zero", "first"],
         chunk_size: int | None,
-        seed: int | None = 0,
+        seed: int | None,
         feature_groups: Mapping[str, Sequence[int]] | None = None,
     ) -> None:
         if model_fn is not None and not callable(model_fn):
