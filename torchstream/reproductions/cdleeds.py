@@ -231,7 +231,7 @@ def run(
         phi0 = f.p(base.mean.reshape(1, -1).to(Xb.dtype)).reshape(())
         for name, cd in cds.items():
             t0 = time.perf_counter()
-            cd.update(Xb, p1, phi0)
+            cd.observe(Xb, p1, phi0)
             if name == "CDLEEDS":
                 cd_seconds += time.perf_counter() - t0
             if cd.drift_detected:
