@@ -18,7 +18,7 @@ import time
 
 import torch
 
-from torchstream.step import Batch
+from torchstream.step import Batch, StepRecord
 from torchstream.report.reporter import DriftReporter
 
 
@@ -46,12 +46,13 @@ def run(d: int, b: int, batches: int, pd_rows: int) -> tuple[float, float, float
     X = torch.randn(b, d)
     y, y_pred = torch.zeros(b), _model(X)
     drift = (batches // 4) * b
-    rep = DriftReporter([_Explainer(d)], window=2_000, settle=6_000, known_drifts=[drift],
+    rep = DriftReporter([_Explainer(d)], window=2_000, settle=6_000, at=[drift],
                         pd_rows=pd_rows)
     times = []
     for step in range(batches):
         t = time.perf_counter()
         rep.on_batch(Batch(step, step * b, X, y, y_pred, _model))
+        rep.on_record(StepRecord(step, step * b, (step + 1) * b))
         times.append(time.perf_counter() - t)
     opened = drift // b  # the batch that passes the drift row
     built = next(i for i in range(batches) if (i + 1) * b >= drift + 8_000)

@@ -26,6 +26,7 @@ import torch
 
 from river import drift
 
+from _report_steps import step
 from torchstream import OnlineClassifier, Prequential
 from torchstream.drift import ErrorDetector
 from torchstream.step import Batch
@@ -51,10 +52,10 @@ def _run(kind: str, seed: int = 0, detect: bool = False) -> DriftReporter:
     ipfi = IncrementalPFI(None, "zero_one", 3, alpha=0.02, feature_names=stream.schema, seed=seed)
     if detect:  # DDM on the 0/1 errors; its alarm row opens the report (window: see below)
         det = ErrorDetector(drift.binary.DDM())
-        reporter = DriftReporter([ipfi], [det], window=800, settle=0)
+        reporter = DriftReporter([ipfi], window=800, settle=0)
         plugins = [ipfi, det, reporter]
     else:
-        reporter = DriftReporter([ipfi], window=WINDOW, settle=0, known_drifts=[N])
+        reporter = DriftReporter([ipfi], window=WINDOW, settle=0, at=[N])
         plugins = [ipfi, reporter]
     Prequential(learner, stream, batch_size=BATCH, plugins=plugins).run()
     return reporter
@@ -132,31 +133,24 @@ class _Stub:
         return self.value
 
 
-class _Detector:
-    def __init__(self) -> None:
-        self.alerts: list[int] = []
-        self.new_alerts: list[int] = []  # the alarms of the last batch
-        self.name = "det"
-
-
-def _feed(rep: DriftReporter, stub: _Stub, det: _Detector, row: int) -> None:
+def _feed(rep: DriftReporter, stub: _Stub, row: int) -> None:
     """Row ``row`` (batch of one): importance a = row+1 before row 4, 10 after; b = 0;
-    input column 0 alternates 0, 1 and is shifted by +5 from row 4; regression error = row."""
+    input column 0 alternates 0, 1 and is shifted by +5 from row 4; regression error = row;
+    the detector "det" alarms at row 4 in the step of row 5."""
     stub.value = torch.tensor([float(row + 1) if row < 4 else 10.0, 0.0])
     x0 = float(row % 2) + (5.0 if row >= 4 else 0.0)
     X = torch.tensor([[x0, 1.0]])
-    det.new_alerts = [4] if row == 5 else []
-    det.alerts += det.new_alerts
-    rep.on_batch(Batch(row, row, X, torch.zeros(1), torch.tensor([math.sqrt(row)]), None))
+    step(rep, Batch(row, row, X, torch.zeros(1), torch.tensor([math.sqrt(row)]), None),
+         alerts={"det": [4] if row == 5 else []})
 
 
 def test_hand_computed_report_from_a_detector_alarm():
-    stub, det = _Stub(), _Detector()
-    rep = DriftReporter([stub], [det], window=4, settle=0)
+    stub = _Stub()
+    rep = DriftReporter([stub], window=4, settle=0)
     for row in range(7):
-        _feed(rep, stub, det, row)
+        _feed(rep, stub, row)
     assert rep.reports == []  # the after window [4, 8) is not complete yet
-    _feed(rep, stub, det, 7)
+    _feed(rep, stub, 7)
     (r,) = rep.reports
     assert (r["row"], r["detector"], r["rows_before"], r["rows_after"]) == (4, "det", 4, 4)
     z = NormalDist().inv_cdf(1 - 0.05 / 4)  # Bonferroni over 2 features, two-sided
@@ -179,10 +173,10 @@ def test_hand_computed_report_from_a_detector_alarm():
 
 
 def test_memory_stays_within_two_windows():
-    stub, det = _Stub(), _Detector()
-    rep = DriftReporter([stub], [det], window=4, settle=0)
+    stub = _Stub()
+    rep = DriftReporter([stub], window=4, settle=0)
     for row in range(50):
-        _feed(rep, stub, det, row)
+        _feed(rep, stub, row)
         assert sum(e["end"] - e["start"] for e in rep._entries) <= 2 * 4 + 1
 
 
@@ -219,35 +213,35 @@ def test_json_shape_and_markdown(real):
 
 def test_state_round_trip_resumes_to_the_same_report(real):
     # stop after row 5 (the alarm is pending), move the JSON state into a fresh reporter, go on
-    whole_stub, whole_det = _Stub(), _Detector()
-    whole = DriftReporter([whole_stub], [whole_det], window=4, settle=0)
+    whole_stub = _Stub()
+    whole = DriftReporter([whole_stub], window=4, settle=0)
     for row in range(8):
-        _feed(whole, whole_stub, whole_det, row)
-    stub, det = _Stub(), _Detector()
-    first = DriftReporter([stub], [det], window=4, settle=0)
+        _feed(whole, whole_stub, row)
+    stub = _Stub()
+    first = DriftReporter([stub], window=4, settle=0)
     for row in range(6):
-        _feed(first, stub, det, row)
+        _feed(first, stub, row)
     assert first.reports == []
     state = json.loads(json.dumps(first.state_dict()))  # the state is plain JSON data
-    resumed = DriftReporter([stub], [det], window=4, settle=0)
+    resumed = DriftReporter([stub], window=4, settle=0)
     resumed.load_state_dict(state)
     assert resumed.state_dict() == state
     for row in range(6, 8):
-        _feed(resumed, stub, det, row)
+        _feed(resumed, stub, row)
     assert _timeless(resumed.reports) == _timeless(whole.reports) and len(whole.reports) == 1
     with pytest.raises(ValueError):
-        DriftReporter([stub], [det], window=5, settle=0).load_state_dict(state)
+        DriftReporter([stub], window=5, settle=0).load_state_dict(state)
     # a whole run's reports survive the round trip exactly
-    again = DriftReporter([real.explainers[0]], window=WINDOW, settle=0, known_drifts=[N])
+    again = DriftReporter([real.explainers[0]], window=WINDOW, settle=0, at=[N])
     again.load_state_dict(json.loads(json.dumps(real.state_dict())))
     assert again.reports == real.reports
 
 
 def test_finish_builds_the_pending_report_from_the_rows_seen():
-    stub, det = _Stub(), _Detector()
-    rep = DriftReporter([stub], [det], window=4, settle=0)
+    stub = _Stub()
+    rep = DriftReporter([stub], window=4, settle=0)
     for row in range(6):
-        _feed(rep, stub, det, row)
+        _feed(rep, stub, row)
     (r,) = rep.finish()
     assert (r["row"], r["rows_before"], r["rows_after"]) == (4, 4, 2)
     assert r["metric_after"] == pytest.approx((4 + 5) / 2)

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import torch
 
+from _report_steps import read, step
 from torchstream import OnlineClassifier, Prequential
 from torchstream.drift import ERICS
 from torchstream.drift.cdleeds import CDLEEDS, LocalChangeMonitor
@@ -52,7 +53,7 @@ def _regression_rows(rep: DriftReporter, errors: list[float]) -> None:
     """One row per batch with the absolute error ``errors[row]`` (squared error its square)."""
     for row, e in enumerate(errors):
         X = torch.tensor([[float(row % 2), 0.0]])
-        rep.on_batch(Batch(row, row, X, torch.zeros(1), torch.tensor([e]), None))
+        step(rep, Batch(row, row, X, torch.zeros(1), torch.tensor([e]), None))
 
 
 # ------------------------------------------------------------------------ recovery
@@ -60,7 +61,7 @@ def test_recovery_hand_computed():
     # squared errors: 1 before the known drift at row 4, then 9, 9, 4, 1, 1, ...; window 4, so
     # the recovery mean runs over window // 4 = 1 row: back at the before mean (1) at row 7,
     # i.e. at the end of the batch [7, 8): 8 - 4 = 4 rows after the drift
-    rep = DriftReporter([_Stub()], window=4, settle=0, known_drifts=[4])
+    rep = DriftReporter([_Stub()], window=4, settle=0, at=[4])
     _regression_rows(rep, [1, 1, 1, 1, 3, 3, 2, 1, 1, 1])
     (r,) = rep.reports
     assert r["metric_before"] == pytest.approx(1.0)
@@ -72,7 +73,7 @@ def test_recovery_hand_computed():
 
 
 def test_recovery_followed_until_the_horizon():
-    rep = DriftReporter([_Stub()], window=4, settle=0, known_drifts=[4], horizon=10)
+    rep = DriftReporter([_Stub()], window=4, settle=0, at=[4], horizon=10)
     _regression_rows(rep, [1, 1, 1, 1] + [3] * 9)
     (r,) = rep.reports
     assert r["recovered"] is None  # built at row 8, still followed
@@ -85,11 +86,11 @@ def _regression_rows_from(rep: DriftReporter, first: int, errors: list[float]) -
     for i, e in enumerate(errors):
         row = first + i
         X = torch.tensor([[float(row % 2), 0.0]])
-        rep.on_batch(Batch(row, row, X, torch.zeros(1), torch.tensor([e]), None))
+        step(rep, Batch(row, row, X, torch.zeros(1), torch.tensor([e]), None))
 
 
 def test_no_drop_means_no_recovery_in_the_summary():
-    rep = DriftReporter([_Stub()], window=4, settle=0, known_drifts=[4])
+    rep = DriftReporter([_Stub()], window=4, settle=0, at=[4])
     _regression_rows(rep, [1, 2, 1, 2, 1, 2, 1, 2])
     (r,) = rep.reports
     assert not r["metric_dropped"]
@@ -138,7 +139,7 @@ def full() -> tuple[DriftReporter, ERICS, list]:
     erics = ERICS(ProbitHead(3, epochs=1), partial=True, window_mvg_average=20,
                   window_drift_detect=20)
     seen: list = []
-    reporter = DriftReporter([ipfi], [erics], window=WINDOW, settle=0, known_drifts=[N], pdps=pdps,
+    reporter = DriftReporter([ipfi], window=WINDOW, settle=0, at=[N], pdps=pdps,
                              on_report=seen.append)
     Prequential(learner, stream, batch_size=BATCH,
                 plugins=[ipfi, *pdps, erics, reporter]).run()
@@ -211,7 +212,7 @@ def test_cdleeds_regions_are_described_by_their_columns():
     stub.column_names = ["age", "salary"]
     det = CDLEEDS(max_depth=3)
     monitor = LocalChangeMonitor(det, monitored=2)
-    rep = DriftReporter([stub], [monitor], window=200, settle=0)
+    rep = DriftReporter([stub], window=200, settle=0)
 
     def model(x: torch.Tensor) -> torch.Tensor:
         return torch.sigmoid(x.sum(1))
@@ -223,7 +224,7 @@ def test_cdleeds_regions_are_described_by_their_columns():
         out = model(x) + (0.2 if t >= 600 and t % 2 else 0.0)
         batch = Batch(t, t, x, torch.zeros(1), out, lambda z: model(z))
         monitor.on_batch(batch)
-        rep.on_batch(batch)
+        step(rep, batch, **read(monitor))
     rep.finish()
     assert det.alerts and rep.reports
     # the first alarm comes within the first window: a warm-up, not a drift
@@ -256,11 +257,11 @@ def test_a_feature_of_several_columns_gets_its_most_moved_column():
         members = ((0, 1), (2,))
 
     stub.groups = _Groups()
-    rep = DriftReporter([stub], window=4, settle=0, known_drifts=[4])
+    rep = DriftReporter([stub], window=4, settle=0, at=[4])
     for row in range(8):
         red = 1.0 if row < 4 else 0.0  # every row red before the drift, blue after it
         X = torch.tensor([[red, 1.0 - red, float(row % 2)]])
-        rep.on_batch(Batch(row, row, X, torch.zeros(1), torch.zeros(1), None))
+        step(rep, Batch(row, row, X, torch.zeros(1), torch.zeros(1), None))
     (r,) = rep.reports
     colour = next(c for c in r["changes"] if c["feature"] == "colour")
     size = next(c for c in r["changes"] if c["feature"] == "size")
@@ -275,12 +276,12 @@ def test_a_feature_of_several_columns_gets_its_most_moved_column():
 # ------------------------------------------------------------------------ resume
 def test_resume_mid_recovery_gives_the_same_reports():
     errors = [1, 1, 1, 1, 3, 3, 3, 3, 3, 2, 1, 1]
-    whole = DriftReporter([_Stub()], window=4, settle=0, known_drifts=[4])
+    whole = DriftReporter([_Stub()], window=4, settle=0, at=[4])
     _regression_rows(whole, errors)
-    first = DriftReporter([_Stub()], window=4, settle=0, known_drifts=[4])
+    first = DriftReporter([_Stub()], window=4, settle=0, at=[4])
     _regression_rows(first, errors[:9])  # built at row 8, recovery still followed
     assert first.reports and first.reports[0]["recovered"] is None
-    resumed = DriftReporter([_Stub()], window=4, settle=0, known_drifts=[4])
+    resumed = DriftReporter([_Stub()], window=4, settle=0, at=[4])
     resumed.load_state_dict(json.loads(json.dumps(first.state_dict())))
     _regression_rows_from(resumed, 9, errors[9:])
     strip = [{k: v for k, v in r.items() if k != "build_ms"} for r in resumed.reports]
@@ -325,11 +326,11 @@ def test_erics_scale_inputs_is_the_standardised_stream():
 # ------------------------------------------------------------------------ min_effect, kind
 def _constant_importance_run(min_effect: float, errors: list[float]) -> dict:
     stub = _Stub()
-    rep = DriftReporter([stub], window=4, settle=0, known_drifts=[4], min_effect=min_effect)
+    rep = DriftReporter([stub], window=4, settle=0, at=[4], min_effect=min_effect)
     for row, e in enumerate(errors):
         stub.value = torch.tensor([1.0 if row < 4 else 1.03, 0.5])
         X = torch.tensor([[float(row % 2), 0.0]])
-        rep.on_batch(Batch(row, row, X, torch.zeros(1), torch.tensor([e]), None))
+        step(rep, Batch(row, row, X, torch.zeros(1), torch.tensor([e]), None))
     (r,) = rep.reports
     return r
 
@@ -377,10 +378,10 @@ def test_cdleeds_on_standardised_inputs_reports_regions_in_input_units():
             batch = Batch(t, t, x, torch.zeros(1), out, model)
             monitor.on_batch(batch)
             if rep is not None:
-                rep.on_batch(batch)
+                step(rep, batch, **read(monitor))
 
     monitor = LocalChangeMonitor(CDLEEDS(max_depth=3), monitored=2, scale_inputs=True)
-    rep = DriftReporter([stub], [monitor], window=200, settle=0)
+    rep = DriftReporter([stub], window=200, settle=0)
     run(range(1200), monitor, rep)
     rep.finish()
     assert monitor.detector.alerts
@@ -447,10 +448,10 @@ def test_pd_rows_are_the_last_rows_seen():
     rep = DriftReporter([_Stub()], window=4, settle=0, pd_rows=5)
     for row in range(13):  # batches of one row; then one batch of 7 rows
         X = torch.tensor([[float(row), 0.0]])
-        rep.on_batch(Batch(row, row, X, torch.zeros(1), torch.zeros(1), None))
+        step(rep, Batch(row, row, X, torch.zeros(1), torch.zeros(1), None))
     assert sorted(rep._rows[:, 0].tolist()) == [8.0, 9.0, 10.0, 11.0, 12.0]
     X = torch.tensor([[float(r), 0.0] for r in range(13, 20)])
-    rep.on_batch(Batch(13, 13, X, torch.zeros(7), torch.zeros(7), None))
+    step(rep, Batch(13, 13, X, torch.zeros(7), torch.zeros(7), None))
     assert sorted(rep._rows[:, 0].tolist()) == [15.0, 16.0, 17.0, 18.0, 19.0]
     again = DriftReporter([_Stub()], window=4, settle=0, pd_rows=5)
     again.load_state_dict(json.loads(json.dumps(rep.state_dict())))
@@ -465,11 +466,11 @@ def test_pd_of_several_classes_shows_the_class_predicted_most():
         return torch.softmax(logits, 1)
 
     stub = _Stub()
-    rep = DriftReporter([stub], window=4, settle=0, known_drifts=[4], pd_rows=8, pd_grid=3)
+    rep = DriftReporter([stub], window=4, settle=0, at=[4], pd_rows=8, pd_grid=3)
     g = torch.Generator().manual_seed(0)
     for row in range(8):
         X = torch.randn(1, 2, generator=g, dtype=torch.float64)
-        rep.on_batch(Batch(row, row, X, torch.zeros(1), model(X), model))
+        step(rep, Batch(row, row, X, torch.zeros(1), model(X), model))
     (r,) = rep.reports
     curve = next(c for c in r["curves"] if c["feature"] == "x0")
     assert curve["output"] == "P(class 2)" and curve["explainer"] == "pd"
@@ -486,10 +487,10 @@ def test_single_rows_join_into_entries_of_a_hundredth_window():
     def feed(rep: DriftReporter, rows: range) -> None:
         for row in rows:
             X = torch.tensor([[float(row % 7), 1.0]], dtype=torch.float64)
-            rep.on_batch(Batch(row, row, X, torch.zeros(1), torch.tensor([float(row % 3)]),
+            step(rep, Batch(row, row, X, torch.zeros(1), torch.tensor([float(row % 3)]),
                                None))
 
-    whole = DriftReporter([_Stub()], window=1000, settle=500, known_drifts=[2000])
+    whole = DriftReporter([_Stub()], window=1000, settle=500, at=[2000])
     assert whole.block == 10
     feed(whole, range(4000))
     assert len(whole._entries) <= (2 * 1000 + 500) // 10 + 1
@@ -500,9 +501,9 @@ def test_single_rows_join_into_entries_of_a_hundredth_window():
     want = sum(float(v % 3) ** 2 for v in range(1000, 2000)) / 1000
     assert r["metric_before"] == pytest.approx(want)
     # stopped inside a block and resumed: the same report
-    first = DriftReporter([_Stub()], window=1000, settle=500, known_drifts=[2000])
+    first = DriftReporter([_Stub()], window=1000, settle=500, at=[2000])
     feed(first, range(2505))
-    again = DriftReporter([_Stub()], window=1000, settle=500, known_drifts=[2000])
+    again = DriftReporter([_Stub()], window=1000, settle=500, at=[2000])
     again.load_state_dict(json.loads(json.dumps(first.state_dict())))
     feed(again, range(2505, 4000))
     strip = [{k: v for k, v in x.items() if k != "build_ms"} for x in again.reports]

@@ -226,7 +226,7 @@ def test_pd_of_the_report_equals_the_pd_of_its_column_now():
                           alpha=2 / window, seed=0)
     opened = _Snapshot(drift + 4)  # the reporter opens the report at the batch past the row
     models = []
-    reporter = DriftReporter([ipfi], known_drifts=[drift], pd_rows=200,
+    reporter = DriftReporter([ipfi], at=[drift], pd_rows=200,
                              on_report=lambda r: models.append(copy.deepcopy(learner)))
     Prequential(learner, stream, batch_size=4, plugins=[ipfi, opened, reporter]).run()
     (report,) = reporter.reports

@@ -15,6 +15,7 @@ import pytest
 import torch
 from scipy import stats
 
+from _report_steps import step
 from torchstream.report.reporter import DriftReporter
 from torchstream.report.stats import quantile_cells, reweighted_gap
 from torchstream.step import Batch
@@ -128,7 +129,7 @@ def _run(kind: str, seed: int = 0, learner: Band | None = None, adapt: int = 20,
     changes. ``stop`` / ``state``: stop after that row and return, or resume from a state."""
     g = torch.Generator().manual_seed(seed)
     model = learner if learner is not None else Band()
-    rep = DriftReporter([_Stub()], window=WINDOW, settle=SETTLE, known_drifts=[ROW])
+    rep = DriftReporter([_Stub()], window=WINDOW, settle=SETTLE, at=[ROW])
     if state is not None:
         rep.load_state_dict(copy.deepcopy(state))
     for start in range(0, ROW + SETTLE + WINDOW, BATCH):
@@ -148,7 +149,7 @@ def _run(kind: str, seed: int = 0, learner: Band | None = None, adapt: int = 20,
             continue  # the rows the stopped run saw
         with torch.no_grad():
             y_pred = model(X)
-        rep.on_batch(Batch(start // BATCH, start, X, y, y_pred, model))
+        step(rep, Batch(start // BATCH, start, X, y, y_pred, model))
         if state is None and stop is not None and start + BATCH >= stop:
             return rep
     rep.on_end()

@@ -86,7 +86,7 @@ def _report(kind: str, seed: int = 0) -> dict:
     learner = OnlineClassifier(MLP, lr=0.01, scale_inputs=True, seed=seed)
     ipfi = IncrementalPFI(None, "cross_entropy", 3, feature_names=["x0", "x1", "x2"],
                           alpha=2 / WINDOW, seed=seed)
-    reporter = DriftReporter([ipfi], known_drifts=[DRIFT], window=WINDOW, settle=WINDOW)
+    reporter = DriftReporter([ipfi], at=[DRIFT], window=WINDOW, settle=WINDOW)
     Prequential(learner, stream, batch_size=8, plugins=[ipfi, reporter]).run()
     (report,) = reporter.reports
     return report

@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 import torch
 
+from _report_steps import step
 from torchstream import OnlineRegressor, Prequential
 from torchstream.report.format import from_json
 from torchstream.step import Batch
@@ -63,7 +64,7 @@ def _hand_run(rows: int = 8) -> tuple[DriftReporter, _Pairs]:
     that grows); (a, d): 3 then 0; (b, c): not explained before row 4, then 0.5; the other
     pairs 0."""
     pairs = _Pairs()
-    rep = DriftReporter([_Importance()], window=4, settle=0, known_drifts=[4],
+    rep = DriftReporter([_Importance()], window=4, settle=0, at=[4],
                         interactions=[pairs])
     for row in range(rows):
         after = row >= 4
@@ -73,7 +74,7 @@ def _hand_run(rows: int = 8) -> tuple[DriftReporter, _Pairs]:
             values[(1, 2)] = 0.5
         pairs.set(values)
         X = torch.tensor([[float(row % 2), 1.0, 0.0, 0.0]])
-        rep.on_batch(Batch(row, row, X, torch.zeros(1), torch.zeros(1), None))
+        step(rep, Batch(row, row, X, torch.zeros(1), torch.zeros(1), None))
     return rep, pairs
 
 
@@ -111,19 +112,19 @@ def test_state_and_settings_with_interactions():
     first, pairs = _hand_run(rows=6)
     assert first.reports == []
     state = first.state_dict()
-    resumed = DriftReporter([_Importance()], window=4, settle=0, known_drifts=[4],
+    resumed = DriftReporter([_Importance()], window=4, settle=0, at=[4],
                             interactions=[pairs])
     resumed.load_state_dict(state)
     for row in range(6, 8):
         pairs.set({(0, 1): 10.0, (0, 2): -5.0, (0, 3): 0.0, (1, 2): 0.5, (1, 3): 0.0,
                    (2, 3): 0.0})
         X = torch.tensor([[float(row % 2), 1.0, 0.0, 0.0]])
-        resumed.on_batch(Batch(row, row, X, torch.zeros(1), torch.zeros(1), None))
+        step(resumed, Batch(row, row, X, torch.zeros(1), torch.zeros(1), None))
     strip = lambda rs: json.loads(json.dumps([{k: v for k, v in r.items() if k != "build_ms"}
                                               for r in rs]))
     assert strip(resumed.reports) == strip(whole.reports)
     with pytest.raises(ValueError, match="interactions"):  # a reporter without the pairs
-        DriftReporter([_Importance()], window=4, settle=0, known_drifts=[4]).load_state_dict(
+        DriftReporter([_Importance()], window=4, settle=0, at=[4]).load_state_dict(
             state)
 
 
@@ -147,7 +148,7 @@ def moved() -> DriftReporter:
     learner = OnlineRegressor(lambda d, k: MLP(d, k, hidden=(32, 32)), lr=0.01, seed=0)
     inter = IncrementalInteraction(None, "mse", 3, alpha=0.005, feature_names=stream.schema,
                                    seed=0)
-    reporter = DriftReporter([inter], window=WINDOW, known_drifts=[N], interactions=[inter])
+    reporter = DriftReporter([inter], window=WINDOW, at=[N], interactions=[inter])
     Prequential(learner, stream, batch_size=20, plugins=[inter, reporter]).run()
     return reporter
 

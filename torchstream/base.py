@@ -19,12 +19,14 @@ Learner            ``__call__(X) -> Tensor``; ``learn(X, y) -> None`` (a loss, i
                    ``last_loss``)
 Explainer          ``explain(X, y) -> None``; ``importance``: a property, a tensor ``[d]``
 DriftDetector      ``update(batch) -> None``; ``drift_detected: bool``; ``new_alerts`` (the
-                   last update's) and ``alerts`` (all): stream rows
+                   last update's) and ``alerts`` (all): stream rows; ``new_partial_alerts``
+                   (features), ``new_regions`` (centres of changed regions)
 FeatureSelector    ``learn(X, y) -> None``; ``weights`` ``[d]`` and ``mask`` ``[d]`` (bool)
 Sink               ``log_config``, ``log_scalars``, ``close`` (+ ``log_step(record)``,
                    ``log_figure``, ``flush``)
 Plugin             ``on_batch(batch) -> Mapping[str, float] | None`` (+ ``transform``,
-                   ``figures``, ``on_end``, ``state_dict`` / ``load_state_dict``)
+                   ``on_record``, ``figures``, ``on_end``, ``state_dict`` /
+                   ``load_state_dict``)
 =================  =====================================================================
 
 A drift detector's ``alerts`` are row indices: the last row of the update that raised the
@@ -440,6 +442,11 @@ class PluginBase(Base):
     def load_state_dict(self, state: Mapping[str, object]) -> None:
         """Restore :meth:`state_dict` (default: nothing to restore)."""
 
+    def on_record(self, record: StepRecord) -> None:
+        """Called each step after every plug-in's :meth:`on_batch` and before the learner
+        learns the batch, with the step's record: its alarms, partial alarms, regions, known
+        drifts and values (all but the training ``loss``, not known yet; default: nothing)."""
+
     def on_end(self) -> None:
         """Called once when the run reaches the end of its stream (default: nothing)."""
 
@@ -452,8 +459,11 @@ class DriftDetectorBase(PluginBase):
     own entry point under its own name (e.g. ``ERICS.observe(mu, sigma)``). Every update ends
     by recording its outcome with :meth:`_alarm`: :attr:`new_alerts` the rows it alarmed at
     (empty when it did not), :attr:`alerts` all of them, :attr:`drift_detected` whether it
-    alarmed. :meth:`_advance` counts the rows an update covers, from the first row the
-    detector saw (or the batch's ``start``, its row in the stream).
+    alarmed; a detector that also tests single features (``partial = True``) names those that
+    alarmed in :attr:`new_partial_alerts`, and one that locates a change in the input space
+    gives the centres of the regions that changed in :attr:`new_regions`. :meth:`_advance`
+    counts the rows an update covers, from the first row the detector saw (or the batch's
+    ``start``, its row in the stream).
 
     A minimal detector that alarms when a batch's mean exceeds a threshold:
 
@@ -475,12 +485,21 @@ class DriftDetectorBase(PluginBase):
     ([29], False, True)
     """
 
+    #: Whether the detector also tests single features (its :attr:`new_partial_alerts`).
+    partial: bool = False
+
     def __init__(self) -> None:
         self.drift_detected = False
         #: Every alarm so far, as stream rows.
         self.alerts: list[int] = []
         #: The alarms of the last update (rows; empty when it raised none).
         self.new_alerts: list[int] = []
+        #: The features (column indices or group names) that alarmed on their own in the
+        #: last update (a detector with ``partial = True``).
+        self.new_partial_alerts: list[int | str] = []
+        #: The centres ``[r, d]`` (inputs' units) of the regions of the input space where the
+        #: last update located a change (None: it located none).
+        self.new_regions: torch.Tensor | None = None
         #: Rows seen by :meth:`update` so far.
         self.n_rows = 0
 
@@ -503,11 +522,16 @@ class DriftDetectorBase(PluginBase):
         self.n_rows = first + int(n_rows)
         return first
 
-    def _alarm(self, rows: Sequence[int]) -> None:
-        """Record the outcome of one update: its alarms at ``rows`` (empty: none)."""
+    def _alarm(self, rows: Sequence[int], *, features: Sequence[int | str] = (),
+               regions: torch.Tensor | None = None) -> None:
+        """Record the outcome of one update: its alarms at ``rows`` (empty: none), the
+        ``features`` that alarmed on their own and the centres of the ``regions`` where it
+        located the change."""
         self.new_alerts = [int(r) for r in rows]
         self.alerts.extend(self.new_alerts)
         self.drift_detected = bool(self.new_alerts)
+        self.new_partial_alerts = list(features)
+        self.new_regions = regions
 
 
 class FeatureSelectorBase(Base):
@@ -568,7 +592,8 @@ class SinkBase:
 
 
 # ---------------------------------------------------------------------------- adapters
-_PLUGIN_HOOKS = ("on_batch", "transform", "figures", "state_dict", "load_state_dict")
+_PLUGIN_HOOKS = ("on_batch", "transform", "on_record", "figures", "state_dict",
+                 "load_state_dict")
 
 
 class _ForwardedState:
@@ -627,6 +652,11 @@ class PluginAdapter(_ForwardedState, PluginBase):
         self.new_alerts = ([int(r) for r in self.plugin.alerts[seen:]]  # type: ignore[attr-defined]
                            if self.detects else [])
         return out
+
+    def on_record(self, record: StepRecord) -> None:
+        hook = self._hooks.get("on_record")
+        if hook is not None:
+            hook(record)
 
     def on_end(self) -> None:
         hook = getattr(self.plugin, "on_end", None)

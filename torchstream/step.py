@@ -3,9 +3,10 @@
 A run is a loop over batches. Each step the runner hands every plug-in the :class:`Batch` (the
 rows as the learner sees them, its prediction before learning them) and, once the learner has
 learned them, builds one :class:`StepRecord`: the step's rows, the metrics and loss of a logged
-step, each explainer's importance by feature, each detector's new alarms, the known drifts the
-batch passed, and the scalars of other plug-ins. Sinks, the drift report and the command line
-read the record; nothing is parsed back from tag strings.
+step, each explainer's importance by feature, each detector's new alarms (and the features
+and regions it named), the known drifts the batch passed, and the scalars of other plug-ins.
+Plug-ins read the record before the learner learns the batch (all of it but the loss), sinks
+once the loss is known; nothing is parsed back from tag strings.
 
 >>> record = StepRecord(step=2, start=20, stop=30, logged=True, alerts={"adwin": (27,)},
 ...                     alarm_counts={"adwin": 1}, known_drifts=(25,), n_known_drifts=1,
@@ -92,6 +93,13 @@ class StepRecord:
         ``stop - 1`` (None: the stream has no known drifts).
     scalars
         Every other plug-in's scalars by tag (``<plug-in>/<name>``).
+    partial_alerts
+        ``{detector: features}``: the features (column indices or group names) that alarmed
+        on their own at this step, for every detector that tests single features (empty when
+        none did).
+    regions
+        ``{detector: centres [r, d]}``: where a detector located the change it alarmed at
+        this step (only detectors that located one).
     """
 
     step: int
@@ -106,6 +114,8 @@ class StepRecord:
     known_drifts: tuple[int, ...] = ()
     n_known_drifts: int | None = None
     scalars: Mapping[str, float] = field(default_factory=dict)
+    partial_alerts: Mapping[str, tuple[int | str, ...]] = field(default_factory=dict)
+    regions: Mapping[str, torch.Tensor] = field(default_factory=dict)
 
     @property
     def rows(self) -> range:

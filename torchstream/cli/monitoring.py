@@ -70,8 +70,7 @@ def make_monitors(args: argparse.Namespace, stream: Stream,
         if not detectors and not known:
             lines.append("report: no --detect, no --report-at and no known drift in this "
                          "stream: the report will be empty")
-        reporter = DriftReporter(scored, detectors, window=args.report_window,
-                                 known_drifts=known,
+        reporter = DriftReporter(scored, at=args.report_at, window=args.report_window,
                                  settle=args.report_settle, pdps=pdps, interactions=pairs,
                                  on_report=on_report)
         how = "" if args.report_window else " (2 / --explain-alpha)"

@@ -213,6 +213,9 @@ class ERICS(DriftDetectorBase):
     partial_alerts
         ``(step, feature)`` pairs of the reported partial alerts; with ``feature_groups``
         ``(step, feature name)`` pairs of the group tests.
+    new_partial_alerts
+        The features of the last update's partial alerts (indices; names of groups with
+        ``feature_groups``).
     partial_detected
         The features (indices) with a reported partial alert at the last step; with
         ``feature_groups`` the group indices (into :attr:`feature_names`).
@@ -346,8 +349,6 @@ class ERICS(DriftDetectorBase):
         self.column_partial_detected = torch.zeros(0, dtype=torch.long)
         self.alert_steps: list[int] = []
         self.partial_alerts: list[tuple[int, int | str]] = []
-        #: The partial alerts of the last update.
-        self.new_partial_alerts: list[tuple[int, int | str]] = []
         self.column_partial_alerts: list[tuple[int, int]] = []
         self.ma_trace: deque[float] = deque(maxlen=history)
         self.drift_trace: deque[float] = deque(maxlen=history)
@@ -495,8 +496,7 @@ class ERICS(DriftDetectorBase):
         first = self._advance(rows, start)
         if report[0]:
             self.alert_steps.append(t)
-        self._alarm([first + rows - 1] if report[0] else [])
-        self.new_partial_alerts = []
+        features: list[int | str] = []
         if self.partial:
             J = self.n_features
             assert J is not None
@@ -505,12 +505,13 @@ class ERICS(DriftDetectorBase):
             self.column_partial_alerts.extend((t, int(k)) for k in hits)
             if self.groups is None:
                 self.partial_detected = self.column_partial_detected.clone()
-                self.new_partial_alerts = [(t, int(k)) for k in hits]
+                features = [int(k) for k in hits]
             else:
                 ghits = np.flatnonzero(report[1 + J :])
                 self.partial_detected = torch.from_numpy(ghits).long()
-                self.new_partial_alerts = [(t, self.groups.names[g]) for g in ghits]
-            self.partial_alerts.extend(self.new_partial_alerts)
+                features = [self.groups.names[g] for g in ghits]
+            self.partial_alerts.extend((t, k) for k in features)
+        self._alarm([first + rows - 1] if report[0] else [], features=features)
         self._prev = g + f
         if self.history_size is not None and len(self.ma_trace) == self.history_size:
             self._trace_start += 1

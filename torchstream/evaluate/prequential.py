@@ -7,9 +7,11 @@ Pseudocode of one run::
         y_pred = learner(X)                    # test: the model before it sees y
         metrics.update(y, y_pred)
         scalars = plugin.on_batch(Batch(step, start, X, y, y_pred, learner)) for each plug-in
-        learner.learn(X, y)                    # learn
-        sink.log_step(StepRecord(...))         # alarms; every log_every steps metrics, loss,
+        record = StepRecord(...)               # alarms; every log_every steps metrics,
                                                # importance, scalars
+        plugin.on_record(record) for each plug-in
+        learner.learn(X, y)                    # learn (record.loss: its loss)
+        sink.log_step(record)
         every checkpoint_every steps: torch.save(runner.state_dict(), checkpoint_path)
 
 A run can be stopped after any step and resumed from its ``state_dict()`` with identical

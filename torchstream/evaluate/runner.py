@@ -10,10 +10,13 @@ Pseudocode of one run (``k`` instances of each predictor; ``k = 1`` except for k
             y_pred = p_i(plan.test_X); metrics[p, i].update(plan.test_y, y_pred)   # test
         scalars = plugin.on_batch(Batch(step, start, X, y, y_pred of predictor 0, ...))
         alarms[d] = d.new_alerts for each drift detector d            # rows
+        record = StepRecord(step, rows, alarms, partial alarms, regions, known drifts
+                            passed, and every log_every steps: metrics, explainers'
+                            importance, scalars)
+        plugin.on_record(record) for each plug-in                 # e.g. the drift report
         X_t, y_t, w_t = label_delay(X, y, plan.train_weights)    # the rows whose label arrived
         for every predictor p, instance i: p_i.learn(rows of X_t repeated w_t[:, i] times)
-        record = StepRecord(step, rows, alarms, known drifts passed, and every log_every
-                            steps: metrics, loss, explainers' importance, scalars)
+        record.loss = the first predictor's training loss (a logged step)
         sink.log_step(record) for each sink
     plugin.on_end() for each plug-in, when the stream's end is reached
 
@@ -38,6 +41,7 @@ records keep the batch index.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 import os
 import time
@@ -424,6 +428,8 @@ class Evaluator:
                     primary_pred = y_pred
         extra: dict[str, float] = {}
         alerts: dict[str, tuple[int, ...]] = {}
+        partial: dict[str, tuple[int | str, ...]] = {}
+        regions: dict[str, torch.Tensor] = {}
         if self.plugins:
             if primary_pred is None:
                 with torch.no_grad():
@@ -436,10 +442,32 @@ class Evaluator:
                 if pname in self._detectors:
                     alerts[pname] = tuple(p.new_alerts)  # type: ignore[attr-defined]
                     self._alarms[pname] += len(alerts[pname])
+                if isinstance(p, DriftDetectorBase):
+                    if p.partial:
+                        partial[pname] = tuple(p.new_partial_alerts)
+                    if p.new_regions is not None:
+                        regions[pname] = p.new_regions
         if self._initial and any(p.drift_detected for p in self._plugins):
             for name, initial in self._initial.items():
                 self.instances[name] = [copy.deepcopy(initial) for _ in self.instances[name]]
             self.reset_steps.append(step)
+        stop = start + X.shape[0]
+        known = tuple(r for r in self._known if start <= r < stop)
+        logged = bool(self.sinks) and (step + 1) % self.log_every == 0
+        metrics: dict[str, float] = {}
+        importance: dict[str, dict[str, float]] = {}
+        if logged:
+            metrics = self.book.scalars()
+            for pname, explainer in self._explainers.items():
+                values = explainer.step_importance()
+                if values:
+                    importance[pname] = values
+        record = StepRecord(step, start, stop, logged, metrics, None, importance, alerts,
+                            dict(self._alarms), known,
+                            sum(r < stop for r in self._known) if self._known else None,
+                            extra if logged else {}, partial, regions)
+        for p in self._plugins:
+            p.on_record(record)
         X_t, y_t, w_t = X, y, plan.train_weights
         if self.label_delay is not None:
             X_t, y_t, w_t = self.label_delay.push_and_release(step, X, y, plan.train_weights)
@@ -457,26 +485,12 @@ class Evaluator:
                     _add_train_time(self.records.pending, name, i, step,
                                     time.perf_counter() - t)
         self.step += 1
-        self.position += X.shape[0]
-        stop = self.position
-        known = tuple(r for r in self._known if start <= r < stop)
-        logged = bool(self.sinks) and self.step % self.log_every == 0
-        metrics: dict[str, float] = {}
-        loss: float | None = None
-        importance: dict[str, dict[str, float]] = {}
-        if logged:
-            metrics = self.book.scalars()
-            if self.single:
-                primary = self.instances[self.names[0]][0]
-                loss = primary.last_loss if primary_learned else float("nan")
-            for pname, explainer in self._explainers.items():
-                values = explainer.step_importance()
-                if values:
-                    importance[pname] = values
-        return StepRecord(step, start, stop, logged, metrics, loss, importance, alerts,
-                          dict(self._alarms), known,
-                          sum(r < stop for r in self._known) if self._known else None,
-                          extra if logged else {})
+        self.position = stop
+        if logged and self.single:
+            primary = self.instances[self.names[0]][0]
+            loss = primary.last_loss if primary_learned else float("nan")
+            record = dataclasses.replace(record, loss=loss)
+        return record
 
     def _record(self, step: int, start: int, name: str, instance: int, y: torch.Tensor | None,
                 y_pred: torch.Tensor | None, seconds: float,

@@ -1,15 +1,16 @@
 """Drift reports: what changed in the model's reliance on features around a drift alarm, how
 the relationship changed, whether the inputs moved, where, and what it cost.
 
-:class:`DriftReporter` is a plug-in placed *after* the explainers and drift detectors in the
-runner's plug-in list. Every batch it records, in a bounded deque, one entry per batch: the row
+:class:`DriftReporter` is a plug-in placed *after* the explainers in the runner's plug-in list.
+Every batch (its ``on_batch``) it records, in a bounded deque, one entry per batch: the row
 range, each explainer's importance snapshot (the explainer's EMA after that batch), the batch's
 per-column sum and sum of squares, and the metric signal per row (0/1 correctness of the arg-max
 prediction for classification, squared error for regression) with its sum of squares, and the
 rows of a bounded sample with their labels (the distribution tests, the test of ``P(y|x)``).
 
-When a detector raises alarms (its ``new_alerts`` after an update), or the stream passes a row
-of ``known_drifts``, a report
+Then it reads the step's record (its ``on_record``, before the learner learns the batch): when
+a detector of the run raised alarms (the record's ``alerts``), or the batch passed a known drift
+of the stream (its ``known_drifts``) or a row of ``at``, a report
 is opened at that row ``r`` (the PD curves are taken then: those of the iPDPs in ``pdps``, and
 for every other feature the model's PD over the last ``pd_rows`` rows); once ``settle + window``
 rows after ``r`` have been seen it is built from
@@ -45,7 +46,8 @@ snapshot summarises. For every feature of every explainer (a feature of several 
   the deciles or the category shares (the report's distribution figure). ``share_moved``: the
   share of the features that moved. ``input_shift`` (Welch's t of the means, its column in
   ``input_column``) and ``smd`` describe the mean's move;
-* ``partial_drift``: an ERICS detector raised a partial alert on the feature near the alarm,
+* ``partial_drift``: a detector that tests single features (ERICS with ``partial``; the
+  record's ``partial_alerts``) raised a partial alert on the feature near the alarm,
   between ``r - window // 4`` and ``r + settle + window // 4``;
 * ``pdp_distance``: how far the shape of the feature's PD curve moved between ``r`` and the
   end of the after window: the root mean square of the differences less their mean (the
@@ -140,8 +142,9 @@ The summary of a ``warm-up`` or ``learning`` report says so and calls nothing a 
 changes are still listed in the report.
 ``changes`` are ranked by evidence: changed verdicts first, then by the gap between the
 intervals relative to their combined width, ``|after - before| / (bound_before + bound_after)``.
-``where`` lists the ERICS partial alerts and the CDLEEDS neighbourhoods that flagged a local
-change in the same span (their centroids and most distinctive columns). A detector's alarm
+``where`` lists the partial alerts and the regions a detector located (the record's
+``regions``: the CDLEEDS neighbourhoods that flagged a local change, their centroids and most
+distinctive columns) in the same span. A detector's alarm
 joins an earlier report (listed in its ``also`` with the reason) when it lies within
 ``window // 4`` rows of that report's row (the same change), or when that report's row lies in
 the alarm's own before window (the alarm comes while the model adapts to the change: its
@@ -182,9 +185,6 @@ from typing import Protocol, TypedDict, cast
 import torch
 
 from torchstream.base import PluginBase
-from torchstream.drift.cdleeds.detector import CDLEEDS
-from torchstream.drift.cdleeds.monitor import LocalChangeMonitor
-from torchstream.drift.erics import ERICS
 from torchstream.evaluate.plugins import plugin_name
 from torchstream.explain.interaction import IncrementalInteraction
 from torchstream.explain.ipdp import IncrementalPDP
@@ -219,6 +219,7 @@ from torchstream.report.stats import (
     sample_mean_se,
     z_quantile,
 )
+from torchstream.step import StepRecord
 from torchstream.typing import BatchView, ModelFn
 
 __all__ = ["Change", "Curve", "DriftReporter", "PairChange", "Region", "Report", "json_safe"]
@@ -230,11 +231,6 @@ class _Explained(Protocol):
 
     @property
     def importance(self) -> torch.Tensor: ...
-
-
-class _Alarming(Protocol):
-    @property
-    def new_alerts(self) -> list[int]: ...
 
 
 class _Entry(TypedDict):
@@ -389,15 +385,15 @@ class DriftReporter(PluginBase):
         ``importance``, ``feature_names`` and ``alpha``; placed before the reporter in the
         runner's plug-ins.
     detectors
-        Drift detectors (their ``new_alerts``, rows, after each update); placed before the
-        reporter.
-        ERICS (``partial=True``) adds its partial alerts, CDLEEDS (or a
-        :class:`~torchstream.drift.cdleeds.LocalChangeMonitor`) the regions that changed.
+        The names of the run's drift detectors whose alarms open reports and whose partial
+        alerts and regions the reports cite (the keys of the step records' ``alerts``);
+        None (default): every detector of the run.
+    at
+        Stream rows where a report is opened besides the detectors' alarms and the stream's
+        known drifts (both read from each step's record).
     window
         Rows on each side of an alarm; default ``round(2 / alpha)`` of the explainer with the
         smallest ``alpha`` (the EMA's span).
-    known_drifts
-        Stream rows of known drifts: a report is opened when the stream passes each.
     level
         Family-wise error level of the importance, input and metric tests (Bonferroni over
         features).
@@ -441,10 +437,10 @@ class DriftReporter(PluginBase):
     def __init__(
         self,
         explainers: Sequence[_Explained],
-        detectors: Sequence[_Alarming] = (),
         *,
+        detectors: Sequence[str] | None = None,
+        at: Sequence[int] = (),
         window: int | None = None,
-        known_drifts: Sequence[int] | None = None,
         level: float = 0.05,
         settle: int | None = None,
         pdps: Sequence[IncrementalPDP] = (),
@@ -478,7 +474,8 @@ class DriftReporter(PluginBase):
                                       or value < low):
                 raise ValueError(f"{label} must be a number of rows >= {low}, got {value!r}")
         self.explainers = list(explainers)
-        self.detectors = list(detectors)
+        self.detectors = None if detectors is None else [str(d) for d in detectors]
+        self.at = sorted({int(r) for r in at})
         self.window = window
         self.level = float(level)
         self.settle = settle
@@ -492,9 +489,7 @@ class DriftReporter(PluginBase):
         self.min_shift = float(min_shift)
         self.min_conditional = float(min_conditional)
         self.on_report = on_report
-        self.known_drifts = sorted(int(r) for r in (known_drifts or ()))
         self.explainer_names = [plugin_name(e, i) for i, e in enumerate(self.explainers)]
-        self.detector_names = [plugin_name(d, i) for i, d in enumerate(self.detectors)]
         self.pdp_names = [plugin_name(p, i) for i, p in enumerate(self.pdps)]
         self.interaction_names = [plugin_name(e, i) for i, e in enumerate(self.interactions)]
         self.recovery_rows = max(1, window // 4)
@@ -514,6 +509,11 @@ class DriftReporter(PluginBase):
         self._recent: deque[tuple[int, float]] = deque()  # (rows, metric sum) of recent batches
         self._recent_rows, self._recent_sum = 0, 0.0  # their totals
         self._partial: list[tuple[int, str, str]] = []  # (row, detector, feature)
+        self._partial_detectors: list[str] = []  # the run's detectors that test features
+        self._batch_end: int | None = None  # the last row + 1 of the batch on_batch recorded
+        #: what on_record needs of that batch: its rows, metric sum, learner and whether its
+        #: outputs were probabilities
+        self._batch: tuple[int, float, object, bool] = (0, 0.0, None, False)
         self._regions: list[Region] = []
         self._next_known = 0
         self._task: str | None = None
@@ -531,8 +531,7 @@ class DriftReporter(PluginBase):
 
     def _settings(self) -> dict[str, object]:
         """What a state must match."""
-        return {"window": self.window, "known_drifts": list(self.known_drifts),
-                "detectors": list(self.detector_names),
+        return {"window": self.window, "at": list(self.at), "detectors": self.detectors,
                 "level": self.level, "settle": self.settle, "horizon": self.horizon,
                 "min_effect": self.min_effect, "pd_rows": self.pd_rows, "pd_grid": self.pd_grid,
                 "pdps": list(self.pdp_names), "interactions": list(self.interaction_names),
@@ -584,18 +583,37 @@ class DriftReporter(PluginBase):
                 "sample": sample.tolist(), "labels": labels, "gap": float(gap.sum()),
                 "gap_sq": float((gap * gap).sum()),
             })
-        self._record_where(end)
         if self.pd_rows:
             self._keep_rows(X)
         self._model = learner if callable(learner) else None
         self._input = (batch.X.dtype, batch.X.device)
-        self._open(end)
-        self._follow_recovery(end - start, metric, end)
+        self._batch = (end - start, metric, learner,
+                       bool(gap.numel()) and bool(torch.isfinite(gap).all()))
+        self._batch_end = end
+        self.seconds += time.perf_counter() - began
+        return None
+
+    def on_record(self, record: StepRecord) -> None:
+        """The step's record (after :meth:`on_batch` of the same batch, before the learner
+        learns it): its partial alerts and regions are kept, a report is opened at each of
+        its alarms and known drifts (and rows of ``at`` the batch passed), and the reports
+        whose windows are complete are built."""
+        if record.stop != self._batch_end:
+            raise ValueError(f"the drift report was given the record of rows {record.start:,}"
+                             f"-{record.stop - 1:,}, but its last batch ended at row "
+                             f"{self._batch_end}: on_record follows on_batch of the same "
+                             f"batch")
+        began = time.perf_counter()
+        end = record.stop
+        rows, metric, learner, probabilities = self._batch
+        self._record_where(record)
+        self._open(record)
+        self._follow_recovery(rows, metric, end)
         span = self.settle + self.window
         due = [p for p in self._pending if end >= p["row"] + span or p["cut"] is not None]
         self._pending = [p for p in self._pending if p not in due]
         built = [self._add(pending) for pending in due]
-        self._keep_reference(learner, end, bool(gap.numel()) and bool(torch.isfinite(gap).all()))
+        self._keep_reference(learner, end, probabilities)
         while self._entries and self._entries[0]["start"] < end - self.window - span:
             self._entries.popleft()
         oldest = end - self.window - span
@@ -605,7 +623,6 @@ class DriftReporter(PluginBase):
         if self.on_report is not None:  # the caller's time, not the reporter's
             for report in built:
                 self.on_report(report)
-        return {"reports": float(len(self.reports))} if due else None
 
     def _signal(self, batch: BatchView) -> torch.Tensor:
         y_pred = batch.y_pred.detach().to("cpu")
@@ -629,16 +646,16 @@ class DriftReporter(PluginBase):
             return torch.full_like(signal, math.nan)
         return signal - y_pred.max(1).values
 
-    def _open(self, end: int) -> None:
-        """Open a report for every alert new since the last batch and every known drift
-        passed; the PD curves are taken now (at the alarm)."""
-        opened: list[tuple[int, str]] = []
-        for i, detector in enumerate(self.detectors):
-            opened += [(int(row), self.detector_names[i]) for row in detector.new_alerts]
-        known = self.known_drifts
-        while self._next_known < len(known) and known[self._next_known] < end:
-            opened.append((known[self._next_known], "known"))
+    def _open(self, record: StepRecord) -> None:
+        """Open a report for every alarm of the step, every known drift it passed and every
+        row of ``at`` the stream passed; the PD curves are taken now (at the alarm)."""
+        opened = [(int(row), name) for name, rows in record.alerts.items()
+                  if self._reads(name) for row in rows]
+        known = set(record.known_drifts)
+        while self._next_known < len(self.at) and self.at[self._next_known] < record.stop:
+            known.add(self.at[self._next_known])
             self._next_known += 1
+        opened += [(row, "known") for row in known]
         for row, source in sorted(opened):
             if source != "known" and self._join(row, source):
                 continue
@@ -773,29 +790,30 @@ class DriftReporter(PluginBase):
         label = classes[index] if classes is not None and index < len(classes) else index
         return f"P(class {label})"
 
-    def _record_where(self, end: int) -> None:
-        """ERICS partial alerts new since the last batch and, at a CDLEEDS alert, the
-        neighbourhoods that flag a local change (at the batch's last row)."""
-        for i, detector in enumerate(self.detectors):
-            if isinstance(detector, ERICS):
-                names = detector.feature_names or self._columns
-                for _, feature in detector.new_partial_alerts:
-                    label = feature if isinstance(feature, str) else (
-                        names[feature] if feature < len(names) else f"x{feature}")
-                    self._partial.append((end - 1, self.detector_names[i], label))
-            monitor = detector if isinstance(detector, LocalChangeMonitor) else None
-            cdleeds = monitor.detector if monitor is not None else detector
-            if isinstance(cdleeds, CDLEEDS) and cdleeds.drift_detected:
-                self._regions += self._flagged(cdleeds, monitor, self.detector_names[i], end - 1)
+    def _record_where(self, record: StepRecord) -> None:
+        """The step's partial alerts and the regions its detectors located (at the batch's
+        last row)."""
+        names = self._columns
+        for detector, features in record.partial_alerts.items():
+            if not self._reads(detector):
+                continue
+            if detector not in self._partial_detectors:
+                self._partial_detectors.append(detector)
+            for feature in features:
+                label = feature if isinstance(feature, str) else (
+                    names[feature] if feature < len(names) else f"x{feature}")
+                self._partial.append((record.last_row, detector, label))
+        for detector, centroids in record.regions.items():
+            if self._reads(detector):
+                self._regions += self._flagged(centroids, detector, record.last_row)
 
-    def _flagged(self, det: CDLEEDS, monitor: LocalChangeMonitor | None, name: str, row: int
-                 ) -> list[Region]:
-        change = det.leaf_change
-        if not bool(change.any()):
-            return []
-        centroids = det.leaf_centroids[change]
-        if monitor is not None:  # in the inputs' units
-            centroids = monitor.to_inputs(centroids)
+    def _reads(self, detector: str) -> bool:
+        """Whether the report reads the alarms of the run's detector named ``detector``."""
+        return self.detectors is None or detector in self.detectors
+
+    def _flagged(self, centroids: torch.Tensor, name: str, row: int) -> list[Region]:
+        """The regions at ``centroids [r, d]`` (inputs' units) with their most distinctive
+        columns."""
         centroids = centroids.to("cpu", torch.float64)
         cols = self._columns or [f"x{j}" for j in range(centroids.shape[1])]
         sums = torch.tensor([e["sums"] for e in self._entries], dtype=torch.float64).sum(0)
@@ -898,9 +916,8 @@ class DriftReporter(PluginBase):
                             ([e["sums"] for e in after], [e["squares"] for e in after], n_a),
                             z_quantile(self.level, n_inputs))
         near = max(1, w // 4)
-        partial: dict[str, list[str]] = {  # every ERICS detector: checked, even with no alert
-            name: [] for name, d in zip(self.detector_names, self.detectors)
-            if isinstance(d, ERICS)}
+        partial: dict[str, list[str]] = {  # every such detector: checked, even with no alert
+            name: [] for name in self._partial_detectors}
         for r, det, feature in self._partial:
             if row - near <= r < a0 + near and feature not in partial.setdefault(det, []):
                 partial[det].append(feature)
@@ -1242,6 +1259,7 @@ class DriftReporter(PluginBase):
             "recent": [list(r) for r in self._recent],
             "recent_totals": [self._recent_rows, self._recent_sum],
             "partial": [list(p) for p in self._partial],
+            "partial_detectors": list(self._partial_detectors),
             "regions": json.loads(json.dumps(json_safe(self._regions))),
             "next_known": self._next_known,
             "task": self._task,
@@ -1268,6 +1286,7 @@ class DriftReporter(PluginBase):
             totals = [sum(n for n, _ in self._recent), sum(v for _, v in self._recent)]
         self._recent_rows, self._recent_sum = int(totals[0]), float(totals[1])  # type: ignore[index]
         self._partial = [(int(r), str(d), str(f)) for r, d, f in state["partial"]]  # type: ignore[attr-defined]
+        self._partial_detectors = [str(d) for d in state["partial_detectors"]]  # type: ignore[attr-defined]
         self._regions = [cast(Region, nan_back(r)) for r in state["regions"]]  # type: ignore[attr-defined]
         self._next_known = int(state["next_known"])  # type: ignore[call-overload]
         task = state["task"]

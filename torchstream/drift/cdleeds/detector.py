@@ -211,6 +211,9 @@ class CDLEEDS(DriftDetectorBase):
         the first row :meth:`observe` saw (or from ``start``).
     alert_steps
         Update indices (0-based) of the reported global alerts.
+    new_regions
+        At an alert, the centroids ``[r, m]`` of the leaves that flag a local change (None
+        when no leaf does, and between alerts).
     global_p_values
         Fisher-combined p-value per output column after the last update ``[k]`` (NaN: no
         current leaf with a p-value).
@@ -381,10 +384,13 @@ class CDLEEDS(DriftDetectorBase):
         t = self.n_updates
         if hit and self.alert_steps and t - self.alert_steps[-1] <= self.refractory:
             hit = False
+        regions = None
         if hit:
             self.alert_steps.append(t)
             self._restart = self.reset_on_drift
-        self._alarm([row] if hit else [])
+            change = self.leaf_change
+            regions = self.leaf_centroids[change] if bool(change.any()) else None
+        self._alarm([row] if hit else [], regions=regions)
 
     # ------------------------------------------------------------------ views
     def _leaves(self) -> list[Node]:

@@ -172,7 +172,9 @@ class LocalChangeMonitor(DriftDetectorBase):
             self.scaler.update(X)
         self.detector.observe(self._scaled(X), y_pred, phi0, start=batch.start)
         self._advance(int(X.shape[0]), batch.start)
-        self._alarm(self.detector.new_alerts)
+        regions = self.detector.new_regions
+        self._alarm(self.detector.new_alerts,
+                    regions=None if regions is None else self.to_inputs(regions))
         out: dict[str, float] = {
             "n_leaves": float(self.detector.n_leaves),
         }
