@@ -13,7 +13,10 @@ the steady state: every process runs the workload once untimed (a fresh process'
 slow: each shape's first calls, about a second in all), then again, timed; process start-up and
 imports are not counted.
 
-    python scripts/bench_workers.py --rows 3840 --repeats 5 [--source river]
+    python scripts/bench_workers.py --rows 15360 --repeats 5 [--source river] [--no-pin]
+
+15,360 rows make 120 global batches at N = 2 (fewer steps leave the timing to a few slow ones).
+``--no-pin``: the workers are not pinned to a CPU each (``launch(..., pin=False)``).
 """
 
 from __future__ import annotations
@@ -129,11 +132,13 @@ def load() -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=3840)
+    parser.add_argument("--rows", type=int, default=15360)
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--source", choices=["memory", "river"], default="memory",
                         help="rows read from memory, or generated row by row in every worker")
+    parser.add_argument("--pin", action=argparse.BooleanOptionalAction, default=True,
+                        help="each worker on a CPU of its own (launch's pin)")
     args = parser.parse_args()
     use_threads(1)
     print(f"{os.cpu_count()} CPUs; iSAGE on MLP {D}-{HIDDEN[0]}-{HIDDEN[1]}-2 "
@@ -149,7 +154,7 @@ def main() -> None:
         line = [f"repeat {rep + 1}:"]
         for workers in order:
             out = launch(partial(timed, rows=args.rows, batch=args.batch, source=args.source),
-                         workers)
+                         workers, pin=args.pin)
             assert out is not None
             key = f"N={workers}"
             speeds[key].append(out[0])
@@ -160,7 +165,7 @@ def main() -> None:
         speeds["plain"].append(plain(args.rows, args.batch, args.source))
         line.append(f"plain {speeds['plain'][-1]:,.0f} rows/s")
         apart = launch(partial(independent, rows=args.rows, batch=args.batch,
-                               source=args.source), 2)
+                               source=args.source), 2, pin=args.pin)
         assert apart is not None
         speeds["2 apart"].append(apart)
         line.append(f"2 apart {apart:,.0f} rows/s")

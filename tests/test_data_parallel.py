@@ -5,6 +5,7 @@ process's, and a worker that fails or dies stops the run with its name."""
 from __future__ import annotations
 
 import io
+import os
 import pickle
 from functools import partial
 
@@ -20,9 +21,11 @@ from torchstream.distributed.data_parallel import (
     WorkerSetup,
     cost_per_step,
     join_explainer,
+    launch,
     read_result,
     run_data_parallel,
     shard,
+    worker_cpus,
 )
 from torchstream.evaluate import Prequential
 from torchstream.explain import IncrementalPFI
@@ -192,3 +195,18 @@ def test_a_worker_result_is_read_weights_only():
     torch.save(_NotAllowed(), buffer)
     with pytest.raises(pickle.UnpicklingError):
         read_result(buffer.getvalue(), (ParallelResult,))
+
+
+def _affinity(exchange: Exchange) -> list[list[int]] | None:
+    """Every worker's CPUs, on rank 0."""
+    parts = exchange.gather_objects(sorted(os.sched_getaffinity(0)))
+    return None if parts is None else [list(p) for p in parts]  # type: ignore[arg-type]
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to pin two workers")
+def test_pinned_workers_run_on_a_cpu_each():
+    allowed = sorted(os.sched_getaffinity(0))
+    assert worker_cpus(2) == allowed[:2]
+    assert worker_cpus(len(allowed) + 1) == [None] * (len(allowed) + 1)  # too few: not pinned
+    assert launch(_affinity, 2) == [[allowed[0]], [allowed[1]]]
+    assert launch(_affinity, 2, pin=False) == [allowed, allowed]

@@ -100,7 +100,8 @@ def run_workers(args: argparse.Namespace) -> int:
     with StopRequest() as stop:
         try:
             outcome: Outcome = launch(Named("torchstream.cli.run_rank", "run_rank", (args,)),
-                                      n, returns=(Outcome,), signal_to_pass=lambda: stop.signum)
+                                      n, returns=(Outcome,), signal_to_pass=lambda: stop.signum,
+                                      pin=args.pin_workers)
         except WorkerFailed as e:
             if stop.signum is not None:  # a worker met the stop before it could agree on it
                 raise CommandInterrupted(stop.signum, (

@@ -85,7 +85,7 @@ from torchstream.typing import BatchView
 
 __all__ = ["Exchange", "Named", "ParallelPrequential", "ParallelResult", "ShardedLearner",
            "WorkerFailed", "WorkerSetup", "cost_per_step", "join_explainer", "launch",
-           "read_result", "run_data_parallel", "shard"]
+           "read_result", "run_data_parallel", "shard", "worker_cpus"]
 
 Explainer = IncrementalPFI | IncrementalSAGE
 T = TypeVar("T")
@@ -757,10 +757,12 @@ def _failure(e: BaseException) -> str:
 
 
 def _worker(target: Callable[[Exchange], object], rank: int, workers: int, address: str,
-            results: Any, timeout: float) -> None:
+            results: Any, timeout: float, cpu: int | None) -> None:
     # a process group of its own: Ctrl-C at the terminal reaches the parent alone, which
     # passes a stop request on to every worker (each gets one signal)
     os.setpgid(0, 0)
+    if cpu is not None:
+        os.sched_setaffinity(0, {cpu})
     try:
         dist.init_process_group("gloo", init_method=address, rank=rank, world_size=workers,
                                 timeout=timedelta(seconds=timeout))
@@ -782,6 +784,22 @@ def _worker(target: Callable[[Exchange], object], rank: int, workers: int, addre
         raise SystemExit(1) from None
 
 
+def worker_cpus(workers: int) -> list[int | None]:
+    """The CPU each of ``workers`` workers is pinned to: the ``r``-th CPU this process may run
+    on, when it may run on at least ``workers`` (else None each: the workers share the CPUs
+    as the system schedules them). A pinned worker is not moved between cores mid-step, so
+    the workers reach each collective closer together (less waiting).
+
+    >>> cpus = worker_cpus(1)
+    >>> len(cpus), cpus[0] in os.sched_getaffinity(0)
+    (1, True)
+    """
+    allowed = sorted(os.sched_getaffinity(0))
+    if len(allowed) < workers:
+        return [None] * workers
+    return [allowed[r] for r in range(workers)]
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -791,7 +809,7 @@ def _free_port() -> int:
 def launch(target: Callable[[Exchange], T], workers: int, *, returns: Sequence[type] = (),
            timeout: float = DEFAULT_TIMEOUT,
            on_start: Callable[[list[int]], None] | None = None,
-           signal_to_pass: Callable[[], int | None] | None = None) -> T:
+           signal_to_pass: Callable[[], int | None] | None = None, pin: bool = True) -> T:
     """Run ``target(exchange)`` in ``workers`` processes on this machine (``spawn``; joined by
     ``torch.distributed`` with gloo; each in a process group of its own) and return rank 0's
     result. ``target`` must pickle (a module-level function, a :class:`Named`); its result
@@ -800,16 +818,18 @@ def launch(target: Callable[[Exchange], T], workers: int, *, returns: Sequence[t
     is called with the workers' process ids once every worker has joined. ``signal_to_pass``
     is asked while they run; the first signal number it answers is sent to every worker (a
     stop request the parent received). ``timeout``: seconds a collective may wait for a
-    worker. Raises :class:`WorkerFailed`, naming the worker, when one fails or dies (the
-    others are stopped)."""
+    worker. ``pin``: where this process may run on at least ``workers`` CPUs, worker ``r``
+    runs on the ``r``-th of them only (:func:`worker_cpus`). Raises :class:`WorkerFailed`,
+    naming the worker, when one fails or dies (the others are stopped)."""
     if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
         raise ValueError(f"workers must be a positive integer, got {workers!r}")
+    cpus = worker_cpus(workers) if pin else [None] * workers
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
     address = f"tcp://127.0.0.1:{_free_port()}"
     procs: list[BaseProcess] = [
-        ctx.Process(target=_worker, args=(target, r, workers, address, results, timeout),
-                    name=f"torchstream-worker-{r}")
+        ctx.Process(target=_worker, args=(target, r, workers, address, results, timeout,
+                                          cpus[r]), name=f"torchstream-worker-{r}")
         for r in range(workers)]
     for p in procs:
         p.start()
@@ -972,7 +992,8 @@ def run_data_parallel(build: Callable[[int], WorkerSetup], workers: int, batch_s
                       steps: int | None = None, checkpoint: str | None = None,
                       checkpoint_every: int | None = None, resume: str | None = None,
                       threads: int = 1, timeout: float = DEFAULT_TIMEOUT,
-                      on_start: Callable[[list[int]], None] | None = None) -> ParallelResult:
+                      on_start: Callable[[list[int]], None] | None = None,
+                      pin: bool = True) -> ParallelResult:
     """Learn and explain one stream with ``workers`` processes (see the module docstring):
     global batches of ``workers * batch_size`` rows, ``steps`` of them (None: the rest of the
     stream). ``build(rank)`` makes each worker's :class:`WorkerSetup` (picklable: the workers
@@ -980,15 +1001,16 @@ def run_data_parallel(build: Callable[[int], WorkerSetup], workers: int, batch_s
     global batches and at the end; ``resume``: a checkpoint of the same run, with the same
     ``workers``. ``threads``: torch CPU threads per worker. ``on_start`` is called with the
     workers' process ids once every worker has joined. ``timeout``: seconds a collective may
-    wait for a worker. Raises :class:`WorkerFailed`, naming the worker, when one fails or dies
-    (the others are stopped)."""
+    wait for a worker. ``pin``: each worker on a CPU of its own (:func:`launch`). Raises
+    :class:`WorkerFailed`, naming the worker, when one fails or dies (the others are
+    stopped)."""
     if not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
     if checkpoint_every is not None and checkpoint is None:
         raise ValueError("checkpoint_every needs a checkpoint path")
     result = launch(
         _RankCall(build, batch_size, steps, checkpoint, checkpoint_every, resume, threads),
-        workers, returns=(ParallelResult,), timeout=timeout, on_start=on_start)
+        workers, returns=(ParallelResult,), timeout=timeout, on_start=on_start, pin=pin)
     assert result is not None  # rank 0's
     return result
 
