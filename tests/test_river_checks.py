@@ -224,7 +224,7 @@ def test_trained_learner_roundtrips(make, roundtrip):
     for k, v in model.state_dict()["module"].items():
         assert torch.equal(copied.state_dict()["module"][k], v), k
     # the copy owns its parameters: the optimiser steps the copy's module, not the original's
-    assert all(p is q for p, q in zip(copied.module.parameters(), copied._params))
+    assert all(p is q for p, q in zip(copied.module.parameters(), copied._weights))
     assert not any(p is q for p, q in zip(copied.module.parameters(), model.module.parameters()))
 
 

@@ -143,7 +143,7 @@ class Base:
 
     _params: dict[str, object]
 
-    def __new__(cls, *args: object, **kwargs: object) -> Base:
+    def __new__(cls, *args: object, **kwargs: object) -> Self:
         obj = super().__new__(cls)
         signature = inspect.signature(cls.__init__)
         try:

@@ -119,7 +119,7 @@ class CompiledLearner(CompileSwitch):
     module: nn.Module | None
     input_scaler: RunningStandardizer | None
     target_scaler: RunningStandardizer | None
-    _params: list[torch.Tensor]
+    _weights: list[torch.Tensor]
     _train_loss: Callable[..., torch.Tensor]
 
     def _init_compiled(self, compile: bool) -> None:
@@ -140,10 +140,10 @@ class CompiledLearner(CompileSwitch):
             return None
         n_seen = len(self.classes_) if self.task == "classification" else 0
         g = self._graphs
-        if g is None or g.params is not self._params or g.n_seen != n_seen:
+        if g is None or g.params is not self._weights or g.n_seen != n_seen:
             # regression: the inverse target scaling stays outside the graph (see the module)
             head = RegressionOutput(None) if self.task == "regression" else self._output_module()
-            g = self._graphs = _Graphs(self._params, n_seen, self.module, head, self._train_loss)
+            g = self._graphs = _Graphs(self._weights, n_seen, self.module, head, self._train_loss)
             if None in g.names:
                 self._compile_off("the optimiser holds parameters that are not the module's")
                 return None
@@ -168,7 +168,7 @@ class CompiledLearner(CompileSwitch):
         if res is None:
             return None
         loss, out, grads = res
-        for p in self._params:  # zero_grad(set_to_none=True), then the step's gradients
+        for p in self._weights:  # zero_grad(set_to_none=True), then the step's gradients
             p.grad = None
         for p, grad in zip(g.trainable, grads):
             p.grad = grad

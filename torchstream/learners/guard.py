@@ -77,8 +77,8 @@ class DivergenceGuard:
     target_scaler: RunningStandardizer | None
     _monitor: LossMonitor
     _initial: nn.Module | None
-    _params: list[torch.Tensor]
-    # flat views of the parameters (see `_parameter_sum`), for the list `_params` they alias
+    _weights: list[torch.Tensor]
+    # flat views of the parameters (see `_parameter_sum`), for the list `_weights` they alias
     _flat_params: tuple[list[torch.Tensor], list[torch.Tensor]] | None = None
     _train_loss: Callable[..., torch.Tensor]
 
@@ -157,7 +157,7 @@ class DivergenceGuard:
         whenever an entry is (NaN propagates, ``inf - inf`` is NaN). A finite sum therefore
         proves every parameter finite; a non-finite one (or a finite sum that overflowed) is
         settled exactly by :meth:`_parameters_finite`."""
-        params = self._params
+        params = self._weights
         flat = self._flat_params
         if flat is None or flat[0] is not params or not _aliases(flat[1], params):
             flat = self._flat_params = (params, [p.detach().reshape(-1) for p in params])
@@ -165,7 +165,7 @@ class DivergenceGuard:
 
     def _parameters_finite(self) -> bool:
         """Whether every parameter entry is finite (the exact check, run when the sum is not)."""
-        norms = list(torch._foreach_norm(self._params, math.inf))
+        norms = list(torch._foreach_norm(self._weights, math.inf))
         return all(map(math.isfinite, read_scalars(norms, one_transfer=not norms[0].is_cpu)))
 
     def _diverged(
@@ -263,7 +263,7 @@ class DivergenceGuard:
         """Parameters, optimiser state and scalers before a step (``on_divergence="skip"``),
         the tensors copied with one fused clone each."""
         assert self.optimizer is not None
-        params = list(torch._foreach_clone(self._params))
+        params = list(torch._foreach_clone(self._weights))
         entries = [(p, k, v) for p, s in self.optimizer.state.items() for k, v in s.items()]
         tensors = [v for _, _, v in entries if isinstance(v, torch.Tensor)]
         copies = iter(torch._foreach_clone(tensors) if tensors else [])
@@ -279,7 +279,7 @@ class DivergenceGuard:
     def _restore(self, saved: Snapshot) -> None:
         params, state, scalers = saved
         assert self.optimizer is not None
-        torch._foreach_copy_(self._params, params)
+        torch._foreach_copy_(self._weights, params)
         self.optimizer.state.clear()
         self.optimizer.state.update(state)
         for scaler, snap in zip((self.input_scaler, self.target_scaler), scalers):

@@ -16,6 +16,7 @@ import torch
 from river import base as river_base
 from torch import nn
 
+from torchstream.base import LearnerBase
 from torchstream.devices import as_device
 from torchstream.learners.compiled import CompiledLearner
 from torchstream.learners.divergence import (
@@ -115,7 +116,8 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
     return as_device(device)
 
 
-class OnlineLearner(RiverAPI, DivergenceGuard, CompiledLearner, river_base.Estimator):
+class OnlineLearner(RiverAPI, DivergenceGuard, CompiledLearner, river_base.Estimator,
+                    LearnerBase):
     """A torch module trained online, one batch (or one row) at a time: the base of
     :class:`~torchstream.learners.tasks.OnlineClassifier` and
     :class:`~torchstream.learners.tasks.OnlineRegressor`, which are the classes to build
@@ -259,16 +261,8 @@ class OnlineLearner(RiverAPI, DivergenceGuard, CompiledLearner, river_base.Estim
                 "OnlineRegressor, or online_learner(module, task=...) for a task given by name "
                 "(all three from torchstream.learners)"
             )
-        self._init_params: dict[str, Any] = {
-            "module": _pristine(module),
-            "task": task, "loss": loss, "optimizer": optimizer, "lr": lr,
-            "optimizer_kwargs": optimizer_kwargs, "classes": classes, "schema": schema,
-            "n_features": n_features, "feature_incremental": feature_incremental,
-            "scale_inputs": scale_inputs,
-            "scale_targets": scale_targets, "device": device, "dtype": dtype, "seed": seed,
-            "on_divergence": on_divergence, "divergence_factor": divergence_factor,
-            "compile": compile,
-        }  # fmt: skip
+        # the arguments as given (recorded by the base), the module as constructed
+        self._params["module"] = _pristine(module)
         if dtype is None:
             dtype = torch.float64 if self.task == "regression" else torch.float32
         use_threads()  # one CPU thread unless the process chose a count (learners.threads)
@@ -368,9 +362,7 @@ class OnlineLearner(RiverAPI, DivergenceGuard, CompiledLearner, river_base.Estim
         return cls(_SpecFactory(spec, cls.task), **kwargs)
 
     # ------------------------------------------------------------------ river estimator
-    def _get_params(self) -> dict[str, object]:
-        """The constructor's arguments, as given."""
-        return dict(self._init_params)
+    _get_params = LearnerBase._get_params  # the arguments as given, not river's reading of them
 
     @classmethod
     def _unit_test_params(cls) -> Iterator[dict[str, Any]]:
@@ -403,7 +395,7 @@ class OnlineLearner(RiverAPI, DivergenceGuard, CompiledLearner, river_base.Estim
         """Pickle's reduction, after checking that the module factory pickles (a lambda or a
         function defined inside another function does not): an error that says what to pass
         instead, rather than pickle's own about an attribute lookup."""
-        _check_picklable(self._init_params["module"])
+        _check_picklable(self._params["module"])  # type: ignore[arg-type]
         return super().__reduce_ex__(protocol)
 
     def __deepcopy__(self, memo: dict[int, object]) -> OnlineLearner:
@@ -450,7 +442,7 @@ class OnlineLearner(RiverAPI, DivergenceGuard, CompiledLearner, river_base.Estim
         self.optimizer = build_optimizer(
             self.optimizer_name, self.module.parameters(), self.lr, self.optimizer_kwargs
         )
-        self._params = [p for g in self.optimizer.param_groups for p in g["params"]]
+        self._weights = [p for g in self.optimizer.param_groups for p in g["params"]]
 
     def _add_features(self, names: Sequence[Hashable]) -> None:
         """``feature_incremental``: append numeric features ``names`` to the schema and grow the
@@ -627,8 +619,8 @@ class OnlineLearner(RiverAPI, DivergenceGuard, CompiledLearner, river_base.Estim
         y = self._check_y(y, X.shape[0])
         self._last_loss = self._step(X, y)
 
-    @property
-    def last_loss(self) -> float:
+    @property  # the base's attribute, read on demand here
+    def last_loss(self) -> float:  # type: ignore[override]
         """The mean training loss of the last step (NaN before the first one)."""
         return float("nan") if self._last_loss is None else float(self._last_loss)
 
@@ -658,7 +650,7 @@ class OnlineLearner(RiverAPI, DivergenceGuard, CompiledLearner, river_base.Estim
             if out is None:
                 out = module(Xs)
             loss = mean_loss(out, target) if mean_loss else self._train_loss(out, target).mean()
-            for p in self._params:  # zero_grad(set_to_none=True) without its per-call overhead
+            for p in self._weights:  # zero_grad(set_to_none=True) without its per-call overhead
                 p.grad = None
             loss.backward()
         initial_loss = None
