@@ -1,10 +1,12 @@
 """The drift report: what changed at a drift alarm, in the data and in the model's reliance.
 
 :class:`DriftReporter` is a plug-in of the runner: it keeps bounded windows of rows before and
-after each alarm of the detectors it watches and builds a :class:`Report` per alarm (the kind of
-change, per-feature distribution tests, reliance and PD changes). :mod:`torchstream.report.stats`
-holds the tests, :mod:`torchstream.report.pd` the PD curves, :mod:`torchstream.report.format`
-the JSON and Markdown forms.
+after each alarm of the run's detectors (read from the step records) and builds a
+:class:`Report` per alarm (the kind of change, per-feature distribution tests, reliance and PD
+changes).
+:mod:`torchstream.report.windows` holds the verdicts of the windows around an alarm,
+:mod:`torchstream.report.stats` the tests, :mod:`torchstream.report.pd` the PD curves,
+:mod:`torchstream.report.format` the JSON and Markdown forms.
 """
 
 from __future__ import annotations

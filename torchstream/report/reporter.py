@@ -207,17 +207,25 @@ from torchstream.report.pd import PDCurve, pd_curves, pd_grids
 from torchstream.report.stats import (
     Distribution,
     GapDrop,
-    chi2_test,
     curve_difference,
     group_columns,
     input_shift,
     kept_rows,
-    ks_test,
     mean_bound,
-    quantile_cells,
     reweighted_gap,
     sample_mean_se,
     z_quantile,
+)
+from torchstream.report.windows import (
+    Entry,
+    cells,
+    classify,
+    distribution_test,
+    interval_verdict,
+    pair_changes,
+    sample_rows,
+    window_labels,
+    window_metric,
 )
 from torchstream.step import StepRecord
 from torchstream.typing import BatchView, ModelFn
@@ -231,21 +239,6 @@ class _Explained(Protocol):
 
     @property
     def importance(self) -> torch.Tensor: ...
-
-
-class _Entry(TypedDict):
-    start: int
-    end: int
-    snapshots: list[list[float]]
-    pairs: list[list[float]]  # per interaction explainer: its pairs' values (NaN: not explained)
-    sums: list[float]
-    squares: list[float]
-    metric: float
-    metric_sq: float
-    sample: list[list[float]]  # the rows kept for the distribution tests (kept_rows)
-    labels: list[float]  # their labels (the test of P(y|x) by the reference model)
-    gap: float  # sum over rows of correct - confidence (NaN: not probabilities)
-    gap_sq: float
 
 
 class _Recovery(TypedDict):
@@ -275,65 +268,6 @@ class _Built(_Recovery):
 
 #: Called with every report when it is built (e.g. to write it to TensorBoard at its row).
 OnReport = Callable[["Report"], None]
-
-
-_DECILES = torch.linspace(0.1, 0.9, 9, dtype=torch.float64)
-
-
-def _sample(entries: list[_Entry]) -> torch.Tensor:
-    """The rows a window kept for the distribution tests, ``[n, d]`` (``[0, 0]`` if none)."""
-    rows = [r for e in entries for r in e["sample"]]
-    return torch.tensor(rows, dtype=torch.float64) if rows else torch.empty(0, 0,
-                                                                              dtype=torch.float64)
-
-
-def _column(sample: torch.Tensor, cols: list[int]) -> torch.Tensor:
-    """A numeric feature's values in a window's kept rows (its value column; a nullable
-    feature's present values only)."""
-    if sample.numel() == 0:
-        return torch.empty(0, dtype=torch.float64)
-    if len(cols) == 2:  # value, missing indicator
-        sample = sample[sample[:, cols[1]] == 0]
-    return sample[:, cols[0]]
-
-
-def _deciles(x: torch.Tensor) -> list[float]:
-    return torch.quantile(x, _DECILES).tolist() if x.numel() else [math.nan] * 9
-
-
-def _labels(entries: list[_Entry]) -> torch.Tensor:
-    """The labels of a window's kept rows, in the order of :func:`_sample`."""
-    return torch.tensor([v for e in entries for v in e["labels"]], dtype=torch.float64)
-
-
-#: Cells of the moved input column that the test of P(y|x) reweights by (about 50 before rows
-#: a cell with the default 500 kept rows a window).
-_CELLS = 10
-
-
-def _cells(spec: GroupSpec, before: torch.Tensor, after: torch.Tensor
-           ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The cells of the kept rows by one feature: the category of a one-hot block (an empty
-    block: a cell of its own), else :func:`~torchstream.report.stats.quantile_cells` of the
-    value column, a nullable feature's missing rows in a cell of their own."""
-    cols = list(spec.columns)
-    if spec.kind == "categorical":
-        def category(X: torch.Tensor) -> torch.Tensor:
-            block = X[:, cols]
-            return torch.where(block.max(1).values > 0, block.argmax(1),
-                               torch.full((X.shape[0],), len(cols), dtype=torch.int64))
-        return category(before), category(after)
-    if spec.kind == "nullable":
-        out = []
-        missing = (before[:, cols[1]] != 0, after[:, cols[1]] != 0)
-        present = quantile_cells(before[~missing[0], cols[0]], after[~missing[1], cols[0]],
-                                 _CELLS)
-        for X, m, cells in zip((before, after), missing, present):
-            full = torch.full((X.shape[0],), _CELLS, dtype=torch.int64)
-            full[~m] = cells
-            out.append(full)
-        return out[0], out[1]
-    return quantile_cells(before[:, cols[0]], after[:, cols[0]], _CELLS)
 
 
 def _also(also: list[Also], detector: str, row: int, note: str) -> None:
@@ -503,7 +437,7 @@ class DriftReporter(PluginBase):
         self.reports: list[Report] = []
         #: Seconds spent recording batches and building reports.
         self.seconds = 0.0
-        self._entries: deque[_Entry] = deque()
+        self._entries: deque[Entry] = deque()
         self._pending: list[_Pending] = []
         self._recovering: list[_Built] = []
         self._recent: deque[tuple[int, float]] = deque()  # (rows, metric sum) of recent batches
@@ -672,7 +606,7 @@ class DriftReporter(PluginBase):
                                   "reference": min(copies) if copies else None,
                                   "curves": [_curve(p) for p in self.pdps],
                                   "grids": grids, "pd": curves, "output": output,
-                                  "threshold": self._metric(before)[0], "recovered": None,
+                                  "threshold": window_metric(before)[0], "recovered": None,
                                   "rows_to_recovery": None})
 
     def _keep_reference(self, learner: object, end: int, probabilities: bool) -> None:
@@ -923,7 +857,7 @@ class DriftReporter(PluginBase):
                 partial[det].append(feature)
         flagged = {f for features in partial.values() for f in features}
         columns = self._columns
-        samples = (_sample(before), _sample(after))  # built once for every feature's test
+        samples = (sample_rows(before), sample_rows(after))  # built once for every feature's test
         tested: dict[str, Distribution] = {}
         spec_of: dict[str, GroupSpec] = {}
         changes: list[Change] = []
@@ -935,8 +869,9 @@ class DriftReporter(PluginBase):
             for feature in names:
                 if feature not in tested:
                     spec_of[feature] = self._spec(feature, specs)
-                    tested[feature] = self._distribution(spec_of[feature], before, after,
-                                                         samples, len(names))
+                    tested[feature] = distribution_test(
+                        spec_of[feature], before, after, samples, len(names), level=self.level,
+                        min_shift=self.min_shift)
             z = z_quantile(self.level, len(names))
             n_eff_b = max(1.0, n_b * float(explainer.alpha) / 2.0)
             n_eff_a = max(1.0, n_a * float(explainer.alpha) / 2.0)
@@ -944,16 +879,8 @@ class DriftReporter(PluginBase):
             imp_a, hw_a = mean_bound([e["snapshots"][k] for e in after], len(names), z, n_eff_a)
             scale = max((abs(v) for v in imp_b + imp_a if math.isfinite(v)), default=0.0)
             for j, feature in enumerate(names):
-                verdict = "unchanged"
-                if abs(imp_a[j] - imp_b[j]) < self.min_effect * scale:
-                    pass
-                elif imp_a[j] - hw_a[j] > imp_b[j] + hw_b[j]:
-                    verdict = "gained"
-                elif imp_a[j] + hw_a[j] < imp_b[j] - hw_b[j]:
-                    verdict = "lost"
-                width = hw_a[j] + hw_b[j]
-                gap = abs(imp_a[j] - imp_b[j])
-                evidence = gap / width if width > 0 else (math.inf if gap > 0 else 0.0)
+                verdict, evidence = interval_verdict(imp_b[j], hw_b[j], imp_a[j], hw_a[j],
+                                                     scale=scale, min_effect=self.min_effect)
                 changes.append({
                     "explainer": self.explainer_names[k], "feature": feature,
                     "verdict": verdict,
@@ -963,18 +890,21 @@ class DriftReporter(PluginBase):
                     "partial_drift": feature in flagged, "pdp_distance": math.nan,
                 })
         changes.sort(key=lambda c: (c["verdict"] == "unchanged", -c["evidence"]))
-        pair_changes = self._pair_changes(before, after)
+        pairs = pair_changes(self.interaction_names,
+                             [_pair_names(e) for e in self.interactions],
+                             [float(e.alpha) for e in self.interactions], before, after,
+                             level=self.level, min_effect=self.min_effect)
         changed = {c["feature"] for c in changes if c["verdict"] != "unchanged"}
         curves = self._curves(pending, changed)
         distance = {c["feature"]: c["distance"] for c in curves}
         for c in changes:
             c["pdp_distance"] = distance.get(c["feature"], math.nan)
-        m_b, se_b = self._metric(before)
-        m_a, _ = self._metric(after)
+        m_b, se_b = window_metric(before)
+        m_a, _ = window_metric(after)
         first = min(w, self.settle) if self.settle else w  # the rows right after the alarm
         right_after = [e for e in self._entries
                        if e["start"] >= row and e["end"] <= min(row + first, cut)]
-        m_f, se_f = self._metric(right_after)
+        m_f, se_f = window_metric(right_after)
         worse = (m_b - m_f) if self._task != "regression" else (m_f - m_b)
         z_metric = z_quantile(self.level, 1)
         margin = z_metric * math.hypot(se_b, se_f)
@@ -984,23 +914,12 @@ class DriftReporter(PluginBase):
         conditional = self._conditional(pending, before, soon, z_metric, tested, spec_of,
                                         min(a0 + w, cut))
         moved = any(d["input_moved"] for d in tested.values())
-        if row < w:
-            kind = "warm-up"  # fewer than one window of rows before it: the model is new
-        elif conditional is not None:  # classification: P(y|x) tested by the calibration gap
-            lost = any(c["verdict"] == "lost" for c in changes)
-            fell = dropped or conditional["accuracy_dropped"]
-            if conditional["changed"] or not moved and (fell or lost):
-                kind = "real"  # the same inputs are labelled otherwise than the model expects
-            elif not moved and (improved or changed):
-                kind = "learning"  # better, or more reliance gained, on unchanged data
-            else:
-                kind = "virtual" if moved else "none"  # a reliance change moved with P(x)
-        elif improved and not moved:
-            kind = "learning"  # better on the same inputs: convergence, not a change of data
-        elif changed or (dropped and not moved):
-            kind = "real"  # the reliance changed, or the same inputs are now predicted worse
-        else:
-            kind = "virtual" if moved else "none"
+        kind = classify(warm_up=row < w, moved=moved, dropped=dropped, improved=improved,
+                        changed=bool(changed), lost=any(c["verdict"] == "lost" for c in changes),
+                        conditional_changed=None if conditional is None else
+                        conditional["changed"],
+                        accuracy_dropped=conditional is not None
+                        and conditional["accuracy_dropped"])
         report: Report = {
             "row": int(row), "detector": pending["detector"], "also": list(pending["also"]),
             "summary": "", "kind": kind,
@@ -1013,7 +932,7 @@ class DriftReporter(PluginBase):
             "inputs_moved": moved,
             "share_moved": (sum(d["input_moved"] for d in tested.values()) / len(tested)
                             if tested else math.nan),
-            "changes": changes, "interactions": pair_changes, "curves": curves,
+            "changes": changes, "interactions": pairs, "curves": curves,
             "where": {"partial": partial,
                       "regions": [r for r in self._regions
                                   if row - near <= r["row"] < a0 + near][:5]},
@@ -1023,103 +942,13 @@ class DriftReporter(PluginBase):
         report["build_ms"] = 1000.0 * (time.perf_counter() - began)
         return report
 
-    def _pair_changes(self, before: list[_Entry], after: list[_Entry]) -> list[PairChange]:
-        """Every pair of every interaction explainer by the interval rule (module docstring),
-        changed verdicts first, then by evidence."""
-        out: list[PairChange] = []
-        for k, explainer in enumerate(self.interactions):
-            names = _pair_names(explainer)
-            z = z_quantile(self.level, max(len(names), 1))
-            alpha = float(explainer.alpha)
-            windows = []
-            for entries in (before, after):
-                means, bounds = [], []
-                for q in range(len(names)):
-                    kept = [e for e in entries if math.isfinite(e["pairs"][k][q])]
-                    rows = sum(e["end"] - e["start"] for e in kept)
-                    mean, bound = mean_bound([[e["pairs"][k][q]] for e in kept], 1, z,
-                                             max(1.0, rows * alpha / 2.0))
-                    means.append(mean[0])
-                    bounds.append(bound[0])
-                windows.append((means, bounds))
-            (v_b, hw_b), (v_a, hw_a) = windows
-            scale = max((abs(v) for v in v_b + v_a if math.isfinite(v)), default=0.0)
-            for q, pair in enumerate(names):
-                gap = abs(v_a[q] - v_b[q])
-                width = hw_a[q] + hw_b[q]
-                if not (math.isfinite(v_b[q]) and math.isfinite(v_a[q])):
-                    verdict, evidence = "not compared", math.nan
-                else:
-                    apart = (v_a[q] - hw_a[q] > v_b[q] + hw_b[q]
-                             or v_a[q] + hw_a[q] < v_b[q] - hw_b[q])
-                    verdict = "unchanged"
-                    if apart and gap >= self.min_effect * scale:
-                        verdict = "gained" if abs(v_a[q]) > abs(v_b[q]) else "lost"
-                    evidence = gap / width if width > 0 else (math.inf if gap > 0 else 0.0)
-                out.append({"explainer": self.interaction_names[k], "features": pair,
-                            "verdict": verdict, "value_before": v_b[q], "value_after": v_a[q],
-                            "bound_before": hw_b[q], "bound_after": hw_a[q],
-                            "evidence": evidence})
-        out.sort(key=lambda p: (p["verdict"] not in ("gained", "lost"),
-                                p["verdict"] == "not compared",
-                                0.0 if math.isnan(p["evidence"]) else -p["evidence"]))
-        return out
-
     def _spec(self, feature: str, specs: Mapping[str, list[int]]) -> GroupSpec:
         """The feature's columns and kind (numeric, nullable, one-hot block)."""
         columns = self._columns
         return group_spec(feature, specs,
                           columns if len(columns) > max(max(c) for c in specs.values()) else None)
 
-    def _distribution(self, spec: GroupSpec, before: list[_Entry], after: list[_Entry],
-                      samples: tuple[torch.Tensor, torch.Tensor], n_features: int
-                      ) -> Distribution:
-        """The distribution test of one feature between the windows (see
-        :class:`~torchstream.report.stats.Distribution`): KS on the kept rows of a
-        numeric column, chi-squared on the counts of a one-hot block (its columns' sums) or of
-        a missing indicator."""
-        cols = list(spec.columns)
-        tests: list[tuple[str, float, float]] = []  # (test, statistic, p)
-        labels: list[str] = []
-        shares_b: list[float] = []
-        shares_a: list[float] = []
-        if spec.kind == "categorical":
-            cb = [sum(e["sums"][c] for e in before) for c in cols]
-            ca = [sum(e["sums"][c] for e in after) for c in cols]
-            _, p, tv = chi2_test(cb, ca)
-            tests.append(("chi2", tv, p))
-            labels = list(spec.labels)
-            shares_b = [v / max(sum(cb), 1e-300) for v in cb]
-            shares_a = [v / max(sum(ca), 1e-300) for v in ca]
-        else:
-            xb = _column(samples[0], cols)
-            xa = _column(samples[1], cols)
-            d, p = ks_test(xb, xa)
-            tests.append(("ks", d, p))
-            labels = [f"q{int(q * 100)}" for q in _DECILES.tolist()]
-            shares_b = _deciles(xb)
-            shares_a = _deciles(xa)
-            if spec.kind == "nullable":
-                nb = sum(e["end"] - e["start"] for e in before)
-                na = sum(e["end"] - e["start"] for e in after)
-                mb = sum(e["sums"][cols[1]] for e in before)
-                ma = sum(e["sums"][cols[1]] for e in after)
-                _, p2, tv = chi2_test([mb, nb - mb], [ma, na - ma])
-                tests.append(("chi2", tv, p2))
-        finite = [(t, st, p) for t, st, p in tests if math.isfinite(p)]
-        if not finite:
-            name, statistic, p = "+".join(t for t, _, _ in tests), math.nan, math.nan
-        else:
-            name = "+".join(t for t, _, _ in tests)
-            statistic = max(st for _, st, _ in finite)
-            p = min(1.0, len(tests) * min(p for _, _, p in finite))
-        moved = bool(math.isfinite(p) and p < self.level / max(n_features, 1)
-                     and statistic >= self.min_shift)
-        return {"input_test": name, "input_statistic": statistic, "input_p": p,
-                "input_moved": moved, "input_labels": labels, "input_before": shares_b,
-                "input_after": shares_a}
-
-    def _conditional(self, pending: _Pending, before: list[_Entry], soon: list[_Entry],
+    def _conditional(self, pending: _Pending, before: list[Entry], soon: list[Entry],
                      z: float, tested: Mapping[str, Distribution],
                      spec_of: Mapping[str, GroupSpec], last: float) -> Conditional | None:
         """The test of ``P(y|x)`` (module docstring): the reference model's calibration gap on
@@ -1135,8 +964,8 @@ class DriftReporter(PluginBase):
                                    sum(e["gap_sq"] for e in soon), n_f)
         if self._task == "regression" or not (math.isfinite(g_b) and math.isfinite(g_f)):
             return None
-        m_b, sm_b = self._metric(before)
-        m_f, sm_f = self._metric(soon)
+        m_b, sm_b = window_metric(before)
+        m_f, sm_f = window_metric(soon)
         row, reference = pending["row"], pending.get("reference")
         model = self._references.get(reference) if reference is not None else None
         by = max(((d["input_statistic"], f) for f, d in tested.items() if d["input_moved"]),
@@ -1174,16 +1003,16 @@ class DriftReporter(PluginBase):
         used; None with fewer than two rows a side."""
         before = [e for e in self._entries if e["start"] >= reference and e["end"] <= row]
         after = [e for e in self._entries if e["start"] >= row and e["end"] <= last]
-        Xb, Xa = _sample(before), _sample(after)
+        Xb, Xa = sample_rows(before), sample_rows(after)
         if Xb.shape[0] < 2 or Xa.shape[0] < 2:
             return None
-        right_b, gap_b = self._scored(model, Xb, _labels(before))
-        right_a, gap_a = self._scored(model, Xa, _labels(after))
-        cells = _cells(spec, Xb, Xa) if spec is not None else (None, None)
-        drop = reweighted_gap(gap_b, gap_a, *cells)
+        right_b, gap_b = self._scored(model, Xb, window_labels(before))
+        right_a, gap_a = self._scored(model, Xa, window_labels(after))
+        found = cells(spec, Xb, Xa) if spec is not None else (None, None)
+        drop = reweighted_gap(gap_b, gap_a, *found)
         if not math.isfinite(drop.drop):
             return None
-        return drop, reweighted_gap(right_b, right_a, *cells).gap_after
+        return drop, reweighted_gap(right_b, right_a, *found).gap_after
 
     def _scored(self, model: ModelFn, X: torch.Tensor, y: torch.Tensor
                 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -1195,11 +1024,6 @@ class DriftReporter(PluginBase):
                 "cpu", torch.float64) for i in range(0, X.shape[0], 4096)])
         right = (out.argmax(1) == y.long()).to(torch.float64)
         return right, right - out.max(1).values
-
-    def _metric(self, entries: list[_Entry]) -> tuple[float, float]:
-        n = sum(e["end"] - e["start"] for e in entries)
-        return sample_mean_se(sum(e["metric"] for e in entries),
-                              sum(e["metric_sq"] for e in entries), n)
 
     def _curves(self, pending: _Pending, changed: set[str]) -> list[Curve]:
         """The PD curves at the alarm and now (the iPDPs', then the computed ones), changed
