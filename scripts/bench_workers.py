@@ -31,16 +31,10 @@ from functools import partial
 import torch
 import torch.distributed as dist
 
-from torchstream.distributed.data_parallel import (
-    Exchange,
-    ParallelPrequential,
-    ShardedLearner,
-    WorkerFailed,
-    WorkerSetup,
-    cost_per_step,
-    join_explainer,
-    launch,
-)
+from torchstream.distributed.data_parallel import ParallelPrequential, WorkerSetup, cost_per_step
+from torchstream.distributed.exchange import Exchange
+from torchstream.distributed.processes import WorkerFailed, launch
+from torchstream.distributed.sharded import ShardedLearner, join_explainer
 from torchstream.evaluate import Prequential
 from torchstream.explain import IncrementalSAGE
 from torchstream.learners import OnlineClassifier, use_threads

@@ -13,20 +13,15 @@ import pytest
 import torch
 
 from torchstream.distributed.data_parallel import (
-    Exchange,
     ParallelPrequential,
     ParallelResult,
-    ShardedLearner,
-    WorkerFailed,
     WorkerSetup,
     cost_per_step,
-    join_explainer,
-    launch,
-    read_result,
     run_data_parallel,
-    shard,
-    worker_cpus,
 )
+from torchstream.distributed.exchange import Exchange, shard
+from torchstream.distributed.processes import WorkerFailed, launch, read_result, worker_cpus
+from torchstream.distributed.sharded import ShardedLearner, join_explainer
 from torchstream.evaluate import Prequential
 from torchstream.explain import IncrementalPFI
 from torchstream.learners import OnlineClassifier

@@ -25,12 +25,9 @@ from typing import Any
 from torchstream.cli.errors import CommandInterrupted
 from torchstream.cli.run import run_command
 from torchstream.cli.run_workers import Outcome
-from torchstream.distributed.data_parallel import (
-    Exchange,
-    ParallelPrequential,
-    ShardedLearner,
-    join_explainer,
-)
+from torchstream.distributed.data_parallel import ParallelPrequential
+from torchstream.distributed.exchange import Exchange
+from torchstream.distributed.sharded import ShardedLearner, join_explainer
 from torchstream.explain.ipfi import IncrementalPFI
 from torchstream.explain.isage import IncrementalSAGE
 from torchstream.learners.online import OnlineLearner
@@ -92,7 +89,7 @@ def worker_runner(exchange: Exchange, learner: object, stream: Stream, *, batch_
                   plugins: list[object], config: dict[str, Any],
                   **kwargs: Any) -> ParallelPrequential:
     """The runner ``torchstream run`` builds, for one worker: the learner as a
-    :class:`~torchstream.distributed.data_parallel.ShardedLearner`, iPFI and iSAGE joined (each
+    :class:`~torchstream.distributed.sharded.ShardedLearner`, iPFI and iSAGE joined (each
     worker's drawing from generators of its own), and ``"workers"`` in the run's identity;
     worker 0 keeps every plug-in and the sinks, records and figures, the others only the joined
     explainers."""

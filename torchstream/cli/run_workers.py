@@ -33,7 +33,7 @@ from pathlib import Path
 from torchstream.checkpoint import CheckpointError, load_checkpoint
 from torchstream.cli.errors import CommandInterrupted, signal_name
 from torchstream.cli.interrupt import StopRequest
-from torchstream.distributed.data_parallel import Named, WorkerFailed, launch
+from torchstream.distributed.processes import Named, WorkerFailed, launch
 
 __all__ = ["Outcome", "checkpoint_workers", "run_workers", "wants_workers"]
 

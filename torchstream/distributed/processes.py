@@ -1,0 +1,218 @@
+"""The worker processes of a data-parallel run: :func:`launch` starts them (joined by
+``torch.distributed`` with gloo), watches them and reads rank 0's result back weights-only
+(:func:`read_result`); a worker that fails or dies is :class:`WorkerFailed`."""
+
+from __future__ import annotations
+
+import importlib
+import io
+import multiprocessing as mp
+import os
+import queue
+import signal
+import socket
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from multiprocessing.process import BaseProcess
+from typing import Any, Generic, TypeVar
+
+import torch
+import torch.distributed as dist
+
+from torchstream.distributed.exchange import Exchange
+
+__all__ = ["DEFAULT_TIMEOUT", "Named", "WorkerFailed", "launch", "read_result", "worker_cpus"]
+
+T = TypeVar("T")
+
+#: Seconds a collective waits for the other workers (a worker that dies is noticed at once by
+#: the parent; this bounds a worker that hangs, e.g. rank 0 writing a long drift report).
+DEFAULT_TIMEOUT = 1800.0
+
+
+class WorkerFailed(RuntimeError):
+    """A worker of a data-parallel run failed or died; the message names it, ``details`` holds
+    the failed worker's traceback (empty for a worker that died)."""
+
+    def __init__(self, message: str, details: str = "") -> None:
+        super().__init__(message)
+        self.details = details
+
+
+@dataclass(frozen=True)
+class Named(Generic[T]):
+    """A worker's function ``module.name(exchange, *args)``, imported in the worker (a
+    command's module that imports the command line itself)."""
+
+    module: str
+    name: str
+    args: tuple[object, ...] = ()
+
+    def __call__(self, exchange: Exchange) -> T:
+        fn: Callable[..., T] = getattr(importlib.import_module(self.module), self.name)
+        return fn(exchange, *self.args)
+
+
+def _failure(e: BaseException) -> str:
+    if isinstance(e, SystemExit) and isinstance(e.code, str):
+        return e.code.removeprefix("error: ")
+    return f"{type(e).__name__}: {e}"
+
+
+def _worker(target: Callable[[Exchange], object], rank: int, workers: int, address: str,
+            results: Any, timeout: float, cpu: int | None) -> None:
+    # a process group of its own: Ctrl-C at the terminal reaches the parent alone, which
+    # passes a stop request on to every worker (each gets one signal)
+    os.setpgid(0, 0)
+    if cpu is not None:
+        os.sched_setaffinity(0, {cpu})
+    try:
+        dist.init_process_group("gloo", init_method=address, rank=rank, world_size=workers,
+                                timeout=timedelta(seconds=timeout))
+        exchange = Exchange(rank, workers)
+        pids: list[object] = [None] * workers
+        dist.all_gather_object(pids, os.getpid())
+        exchange.pids = [int(p) for p in pids]  # type: ignore[call-overload]
+        results.put(("running", rank, os.getpid()))
+        out = target(exchange)
+        if rank == 0:
+            # the tensors' bytes travel in the message (the queue's own pickler would share
+            # their memory, gone when this process ends)
+            buffer = io.BytesIO()
+            torch.save(out, buffer)
+            results.put(("ok", rank, buffer.getvalue()))
+        dist.destroy_process_group()
+    except BaseException as e:  # noqa: BLE001 (reported to the parent, which stops the run)
+        results.put(("failed", rank, f"{_failure(e)}\n{traceback.format_exc()}"))
+        raise SystemExit(1) from None
+
+
+def worker_cpus(workers: int) -> list[int | None]:
+    """The CPU each of ``workers`` workers is pinned to: the ``r``-th CPU this process may run
+    on, when it may run on at least ``workers`` (else None each: the workers share the CPUs
+    as the system schedules them). A pinned worker is not moved between cores mid-step, so
+    the workers reach each collective closer together (less waiting).
+
+    >>> cpus = worker_cpus(1)
+    >>> len(cpus), cpus[0] in os.sched_getaffinity(0)
+    (1, True)
+    """
+    allowed = sorted(os.sched_getaffinity(0))
+    if len(allowed) < workers:
+        return [None] * workers
+    return [allowed[r] for r in range(workers)]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def launch(target: Callable[[Exchange], T], workers: int, *, returns: Sequence[type] = (),
+           timeout: float = DEFAULT_TIMEOUT,
+           on_start: Callable[[list[int]], None] | None = None,
+           signal_to_pass: Callable[[], int | None] | None = None, pin: bool = True) -> T:
+    """Run ``target(exchange)`` in ``workers`` processes on this machine (``spawn``; joined by
+    ``torch.distributed`` with gloo; each in a process group of its own) and return rank 0's
+    result. ``target`` must pickle (a module-level function, a :class:`Named`); its result
+    travels as ``torch.save`` bytes read back weights-only: tensors, plain containers and
+    values, and instances of the classes in ``returns`` (nothing else is rebuilt). ``on_start``
+    is called with the workers' process ids once every worker has joined. ``signal_to_pass``
+    is asked while they run; the first signal number it answers is sent to every worker (a
+    stop request the parent received). ``timeout``: seconds a collective may wait for a
+    worker. ``pin``: where this process may run on at least ``workers`` CPUs, worker ``r``
+    runs on the ``r``-th of them only (:func:`worker_cpus`). Raises :class:`WorkerFailed`,
+    naming the worker, when one fails or dies (the others are stopped)."""
+    if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
+        raise ValueError(f"workers must be a positive integer, got {workers!r}")
+    cpus = worker_cpus(workers) if pin else [None] * workers
+    ctx = mp.get_context("spawn")
+    results = ctx.Queue()
+    address = f"tcp://127.0.0.1:{_free_port()}"
+    procs: list[BaseProcess] = [
+        ctx.Process(target=_worker, args=(target, r, workers, address, results, timeout,
+                                          cpus[r]), name=f"torchstream-worker-{r}")
+        for r in range(workers)]
+    for p in procs:
+        p.start()
+    answered = False
+    try:
+        out: T = _wait(procs, results, returns, on_start, signal_to_pass)
+        answered = True
+        return out
+    finally:
+        if answered:  # rank 0 has answered: the others end on their own
+            for p in procs:
+                p.join(timeout=30)
+        for p in procs:
+            if p.is_alive():
+                p.terminate()
+        for p in procs:
+            p.join(timeout=10)
+            if p.is_alive() and p.pid is not None:
+                os.kill(p.pid, signal.SIGKILL)
+                p.join()
+
+
+def _wait(procs: list[BaseProcess], results: Any, returns: Sequence[type],
+          on_start: Callable[[list[int]], None] | None,
+          signal_to_pass: Callable[[], int | None] | None) -> Any:
+    """Rank 0's result; a :class:`WorkerFailed` naming the worker that died or failed first (a
+    worker that died is named before the errors its peers then met in a collective)."""
+    running: dict[int, int] = {}
+    passed = False
+    while True:
+        signum = None if passed or signal_to_pass is None else signal_to_pass()
+        if signum is not None:
+            passed = True
+            for p in procs:
+                if p.pid is not None and p.exitcode is None:
+                    os.kill(p.pid, signum)
+        try:
+            status, rank, payload = results.get(timeout=0.2)
+        except queue.Empty:
+            dead = _dead(procs)
+            if dead:
+                raise WorkerFailed(dead) from None
+            if procs[0].exitcode == 0:  # rank 0 ended without a result (cannot happen)
+                raise WorkerFailed("worker 0 ended without its result") from None
+            continue
+        if status == "running":
+            running[rank] = int(payload)
+            if len(running) == len(procs) and on_start is not None:
+                on_start([running[r] for r in range(len(procs))])
+        elif status == "ok":
+            return read_result(payload, returns)
+        else:
+            deadline = time.monotonic() + 2.0  # a peer's death makes the others' errors
+            while time.monotonic() < deadline:
+                dead = _dead(procs, signalled=True)
+                if dead:
+                    raise WorkerFailed(dead) from None
+                time.sleep(0.05)
+            first, _, details = str(payload).partition("\n")
+            raise WorkerFailed(f"worker {rank} (pid {procs[rank].pid}) failed: {first}; the "
+                               "run is stopped", details)
+
+
+def read_result(payload: bytes, returns: Sequence[type] = ()) -> Any:
+    """A worker's result from its ``torch.save`` bytes, read weights-only: tensors, plain
+    containers and values, and instances of the classes in ``returns``; any other object is
+    refused (``pickle.UnpicklingError``), so reading it runs no code."""
+    with torch.serialization.safe_globals(list(returns)):
+        return torch.load(io.BytesIO(payload), weights_only=True)
+
+
+def _dead(procs: list[BaseProcess], *, signalled: bool = False) -> str | None:
+    """A message naming the first worker that ended with an error (``signalled``: killed by a
+    signal), or None."""
+    for rank, p in enumerate(procs):
+        code = p.exitcode
+        if code is not None and (code < 0 if signalled else code != 0):
+            how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
+            return f"worker {rank} (pid {p.pid}) died ({how}); the run is stopped"
+    return None
