@@ -98,6 +98,7 @@ def test_every_plugin_takes_one_batch():
     assert len(plugins) > 10
     for cls in plugins:
         assert _params(cls, "on_batch") == ["batch"], cls
+        assert _params(cls, "on_record") == ["record"], cls
         assert _params(cls, "on_end") == [], cls
 
 
