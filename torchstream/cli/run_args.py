@@ -44,6 +44,10 @@ def add_parser(
                           "N x --batch-size rows; one model (the workers' gradients combined "
                           "every step), one iPFI / iSAGE explanation (their contributions "
                           "combined every step); on the CPU (default: %(default)s)")
+    run.add_argument("--ray-address", metavar="ADDRESS",
+                     help="with --workers N: the workers are Ray actors of the cluster at "
+                          "ADDRESS, a CPU each (local: Ray started on this machine); worker 0 "
+                          "writes the run's files on its node")
     run.add_argument("--pin-workers", action=argparse.BooleanOptionalAction, default=True,
                      help="with --workers N: worker r runs on the r-th CPU this process may "
                           "use, when there are N of them (default: on; measured 1.57x instead "

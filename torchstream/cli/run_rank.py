@@ -14,6 +14,7 @@ part).
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import sys
 import tempfile
@@ -36,12 +37,18 @@ from torchstream.streams.base import Stream
 __all__ = ["run_rank", "worker_runner"]
 
 
-def run_rank(exchange: Exchange, args: argparse.Namespace) -> Outcome | None:
-    """One worker's ``torchstream run``: worker 0's :class:`Outcome`, None on the others."""
+def run_rank(exchange: Exchange, args: argparse.Namespace, capture: bool = False
+             ) -> Outcome | None:
+    """One worker's ``torchstream run``: worker 0's :class:`Outcome`, None on the others.
+    ``capture``: worker 0's printed lines come back in the outcome (``printed``) instead of
+    going to its own standard output (a Ray actor's, which the caller does not see)."""
     lead = exchange.rank == 0
+    printed = io.StringIO()
     with ExitStack() as stack:
         if lead:
-            if hasattr(sys.stdout, "reconfigure"):  # each line as it comes, as the parent's
+            if capture:
+                stack.enter_context(redirect_stdout(printed))
+            elif hasattr(sys.stdout, "reconfigure"):  # each line as it comes, as the parent's
                 sys.stdout.reconfigure(line_buffering=True)
             print(workers_line(exchange, args.batch_size))
         else:
@@ -53,9 +60,9 @@ def run_rank(exchange: Exchange, args: argparse.Namespace) -> Outcome | None:
             code = run_command(worker_args(args, exchange.rank, None if lead else scratch),
                                make_runner=partial(worker_runner, exchange))
         except CommandInterrupted as e:
-            return Outcome(e.code if isinstance(e.code, int) else 1, e.signum, e.message) \
-                if lead else None
-    return Outcome(code) if lead else None
+            return Outcome(e.code if isinstance(e.code, int) else 1, e.signum, e.message,
+                           printed.getvalue()) if lead else None
+    return Outcome(code, printed=printed.getvalue()) if lead else None
 
 
 def workers_line(exchange: Exchange, batch_size: int) -> str:

@@ -1,5 +1,6 @@
-"""``torchstream run --workers N``: one stream learned and explained by N processes on this
-machine, with one model and one explanation (:mod:`torchstream.distributed.data_parallel`).
+"""``torchstream run --workers N``: one stream learned and explained by N processes (on this
+machine, or Ray actors with ``--ray-address``), with one model and one explanation
+(:mod:`torchstream.distributed.data_parallel`).
 
 This process starts the workers and waits for them; each worker runs ``torchstream run``
 itself (:func:`torchstream.cli.run.run_command`) with the runner of a worker
@@ -20,6 +21,12 @@ process does; the others write nothing. What is refused, and why, before a worke
 The first SIGINT / SIGTERM is passed on to every worker, which all stop after the same step
 (and write the checkpoint); a second stops at once. A worker that fails or dies stops the run
 with an error naming it and the checkpoint to resume from.
+
+With ``--ray-address`` the workers are Ray actors of that cluster (``local``: Ray started on
+this machine), a CPU each, placed by Ray: worker 0 writes the run's files on its node (a path
+every node can reach, or the local cluster, keeps them with the driver) and its printed lines
+come back to this process at the end of the run. A stop signal then ends the actors at once
+(the run resumes from its last checkpoint).
 """
 
 from __future__ import annotations
@@ -34,18 +41,21 @@ from torchstream.checkpoint import CheckpointError, load_checkpoint
 from torchstream.cli.errors import CommandInterrupted, signal_name
 from torchstream.cli.interrupt import StopRequest
 from torchstream.distributed.processes import Named, WorkerFailed, launch
+from torchstream.distributed.ray_workers import connect, launch_ray, ray_module
 
 __all__ = ["Outcome", "checkpoint_workers", "run_workers", "wants_workers"]
 
 
 @dataclass(frozen=True)
 class Outcome:
-    """How worker 0's ``torchstream run`` ended: its exit status and, when a signal stopped
-    it, the signal and the line that says where the run stopped."""
+    """How worker 0's ``torchstream run`` ended: its exit status, when a signal stopped it the
+    signal and the line that says where the run stopped, and what it printed when asked to
+    keep it (a Ray actor's output)."""
 
     code: int
     signum: int | None = None
     message: str | None = None
+    printed: str = ""
 
 
 def checkpoint_workers(path: str | None, *, trusted: bool = False) -> int | None:
@@ -67,7 +77,7 @@ def checkpoint_workers(path: str | None, *, trusted: bool = False) -> int | None
 def wants_workers(args: argparse.Namespace) -> bool:
     """Whether ``run`` goes to the workers: ``--workers`` other than 1, or a ``--resume``
     checkpoint of a run with several workers (refused with the reason when they differ)."""
-    if args.workers != 1:
+    if args.workers != 1 or args.ray_address:
         return True
     saved = checkpoint_workers(args.resume, trusted=args.trust_checkpoint)
     return saved is not None and saved != 1
@@ -97,17 +107,39 @@ def run_workers(args: argparse.Namespace) -> int:
         raise SystemExit(f"error: --device {args.device} with --workers: the workers exchange "
                          "gradients and contributions through gloo on the CPU; use --device "
                          "cpu (or one process on the GPU: --workers 1)")
+    if args.ray_address:
+        return _on_ray(args, Named("torchstream.cli.run_rank", "run_rank", (args, True)))
+    target: Named[Outcome] = Named("torchstream.cli.run_rank", "run_rank", (args,))
     with StopRequest() as stop:
         try:
-            outcome: Outcome = launch(Named("torchstream.cli.run_rank", "run_rank", (args,)),
-                                      n, returns=(Outcome,), signal_to_pass=lambda: stop.signum,
-                                      pin=args.pin_workers)
+            outcome: Outcome = launch(target, n, returns=(Outcome,),
+                                      signal_to_pass=lambda: stop.signum, pin=args.pin_workers)
         except WorkerFailed as e:
             if stop.signum is not None:  # a worker met the stop before it could agree on it
                 raise CommandInterrupted(stop.signum, (
                     f"{_verb(stop.signum)} by {signal_name(stop.signum)} before the workers "
                     f"could stop at a step boundary ({e}); nothing more was written")) from None
             raise SystemExit(f"error: {e}{_resume_hint(args)}") from None
+    if outcome.signum is not None:
+        raise CommandInterrupted(outcome.signum, outcome.message or "")
+    return outcome.code
+
+
+def _on_ray(args: argparse.Namespace, target: Named[Outcome]) -> int:
+    """The workers as Ray actors of the cluster at ``--ray-address`` (a CPU each)."""
+    try:
+        ray = ray_module()
+        started = connect(ray, args.ray_address)
+    except ValueError as e:
+        raise SystemExit(f"error: --ray-address: {e}") from None
+    try:
+        outcome = launch_ray(target, args.workers, ray=ray, returns=(Outcome,))
+    except WorkerFailed as e:
+        raise SystemExit(f"error: {e}{_resume_hint(args)}") from None
+    finally:
+        if started:
+            ray.shutdown()
+    print(outcome.printed, end="")  # worker 0's lines (an actor's output is its own)
     if outcome.signum is not None:
         raise CommandInterrupted(outcome.signum, outcome.message or "")
     return outcome.code

@@ -73,7 +73,8 @@ from torchstream.cli.names import EXPLAINERS
 from torchstream.cli.outputs import Output, check_outputs, read_result_json
 from torchstream.cli.run_args import run_parser
 from torchstream.cli.sweep_jobs import CHECKPOINT, RESERVED_RUN, RUN_INFO, Job, RunSpec, execute
-from torchstream.cli.sweep_ray import Resources, parse_memory, ray_module, run_on_ray
+from torchstream.cli.sweep_ray import Resources, parse_memory, run_on_ray
+from torchstream.distributed.ray_workers import ray_module
 from torchstream.files import PathLock, atomic_write
 from torchstream.learners.registry import available_learners
 from torchstream.streams import SYNTHETIC

@@ -48,10 +48,11 @@ from torchstream.cli.sweep_jobs import (
     pack,
     unpack,
 )
+from torchstream.distributed.ray_workers import connect, ray_module
 from torchstream.distributed.snapshots import SnapshotStore
 from torchstream.files import atomic_write
 
-__all__ = ["Resources", "cluster_task", "parse_memory", "ray_module", "run_on_ray"]
+__all__ = ["Resources", "cluster_task", "parse_memory", "run_on_ray"]
 
 _UNITS = {"": 1, "B": 1, "K": 10**3, "KB": 10**3, "M": 10**6, "MB": 10**6, "G": 10**9,
           "GB": 10**9, "T": 10**12, "TB": 10**12, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30,
@@ -147,15 +148,6 @@ class Resources:
         return ", ".join(parts)
 
 
-def ray_module() -> ModuleType:
-    """Ray, or a ``ValueError`` that says how to install it."""
-    try:
-        import ray
-    except ImportError:
-        raise ValueError("executor 'ray' needs Ray: pip install 'torchstream[ray]'") from None
-    return ray
-
-
 def _storage(uri: str) -> tuple[fsspec.AbstractFileSystem, str]:
     fs, root = fsspec.core.url_to_fs(uri)
     return fs, root.rstrip("/")
@@ -212,22 +204,6 @@ def cluster_task(job: Job, store: Any, storage: str | None) -> tuple[dict[str, A
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _init(ray: ModuleType, address: str | None, num_cpus: int) -> bool:
-    """Connect to (or start) Ray; True when this call started it."""
-    if ray.is_initialized():
-        return False
-    try:
-        if address:
-            ray.init(address=address, logging_level="ERROR", log_to_driver=False)
-        else:
-            ray.init(num_cpus=num_cpus, include_dashboard=False, logging_level="ERROR",
-                     log_to_driver=False)
-    except Exception as e:  # noqa: BLE001 (any failure to connect is reported)
-        raise ValueError(f"cannot reach Ray at {address or 'a new local Ray'}: "
-                         f"{type(e).__name__}: {e}") from None
-    return True
-
-
 def check_cluster(ray: ModuleType, resources: Resources) -> str:
     """A line describing the cluster; a ``ValueError`` when no alive node can hold one run
     (Ray would wait for such a node for ever)."""
@@ -257,7 +233,7 @@ def run_on_ray(jobs: Sequence[Job], out: Path, *, resources: Resources, retries:
     as they arrive; runs with a checkpoint in ``out`` resume from it. A generator: the tasks
     still running are cancelled when it is closed (an interrupted sweep)."""
     ray = ray_module()
-    started = _init(ray, address, max(1, math.ceil(workers * resources.cpus)))
+    started = connect(ray, address, num_cpus=max(1, math.ceil(workers * resources.cpus)))
     refs: dict[Any, Job] = {}
     store = None
     try:

@@ -61,6 +61,7 @@ import torch
 from torchstream.base import PluginBase
 from torchstream.distributed.exchange import Exchange, Explainer
 from torchstream.distributed.processes import DEFAULT_TIMEOUT, launch
+from torchstream.distributed.ray_workers import connect, launch_ray, ray_module
 from torchstream.distributed.sharded import ShardedLearner, join_explainer
 from torchstream.evaluate.prequential import Prequential
 from torchstream.evaluate.result import RunResult
@@ -313,7 +314,7 @@ def run_data_parallel(build: Callable[[int], WorkerSetup], workers: int, batch_s
                       checkpoint_every: int | None = None, resume: str | None = None,
                       threads: int = 1, timeout: float = DEFAULT_TIMEOUT,
                       on_start: Callable[[list[int]], None] | None = None,
-                      pin: bool = True) -> ParallelResult:
+                      pin: bool = True, ray_address: str | None = None) -> ParallelResult:
     """Learn and explain one stream with ``workers`` processes (see the module docstring):
     global batches of ``workers * batch_size`` rows, ``steps`` of them (None: the rest of the
     stream). ``build(rank)`` makes each worker's :class:`WorkerSetup` (picklable: the workers
@@ -321,16 +322,29 @@ def run_data_parallel(build: Callable[[int], WorkerSetup], workers: int, batch_s
     global batches and at the end; ``resume``: a checkpoint of the same run, with the same
     ``workers``. ``threads``: torch CPU threads per worker. ``on_start`` is called with the
     workers' process ids once every worker has joined. ``timeout``: seconds a collective may
-    wait for a worker. ``pin``: each worker on a CPU of its own (:func:`launch`). Raises
+    wait for a worker. ``pin``: each worker on a CPU of its own (:func:`launch`).
+    ``ray_address``: the workers are Ray actors of that cluster, a CPU each (``"local"``: Ray
+    started on this machine; :func:`~torchstream.distributed.ray_workers.launch_ray`;
+    ``on_start`` and ``pin`` do not apply); None: processes on this machine. Raises
     :class:`~torchstream.distributed.processes.WorkerFailed`, naming the worker, when one
     fails or dies (the others are stopped)."""
     if not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
     if checkpoint_every is not None and checkpoint is None:
         raise ValueError("checkpoint_every needs a checkpoint path")
-    result = launch(
-        _RankCall(build, batch_size, steps, checkpoint, checkpoint_every, resume, threads),
-        workers, returns=(ParallelResult,), timeout=timeout, on_start=on_start, pin=pin)
+    call = _RankCall(build, batch_size, steps, checkpoint, checkpoint_every, resume, threads)
+    if ray_address is None:
+        result = launch(call, workers, returns=(ParallelResult,), timeout=timeout,
+                        on_start=on_start, pin=pin)
+    else:
+        ray = ray_module()
+        started = connect(ray, ray_address)
+        try:
+            result = launch_ray(call, workers, ray=ray, returns=(ParallelResult,),
+                                timeout=timeout)
+        finally:
+            if started:
+                ray.shutdown()
     assert result is not None  # rank 0's
     return result
 

@@ -1,0 +1,134 @@
+"""The workers of a data-parallel run as Ray actors: one actor per worker (a CPU each,
+anywhere on the cluster), joined by ``torch.distributed`` (gloo) at rank 0's node address;
+the same loop as :func:`~torchstream.distributed.processes.launch` runs on this machine's
+processes.
+
+Ray is an optional dependency (``pip install 'torchstream[ray]'``), imported by
+:func:`ray_module` when a run asks for it.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import socket
+import traceback
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+from types import ModuleType
+from typing import Any, TypeVar
+
+import torch
+import torch.distributed as dist
+
+from torchstream.distributed.exchange import Exchange
+from torchstream.distributed.processes import DEFAULT_TIMEOUT, WorkerFailed, read_result
+
+__all__ = ["RankActor", "connect", "launch_ray", "ray_module"]
+
+T = TypeVar("T")
+
+
+class RankActor:
+    """One worker of a data-parallel run as a Ray actor (``ray.remote(RankActor)``):
+    :meth:`address` names a port on its node (rank 0's: the others join the process group
+    there), :meth:`run` joins the group as ``rank`` and runs ``target(exchange)``; rank 0
+    returns the result as ``torch.save`` bytes (read back weights-only by the caller)."""
+
+    def address(self) -> str:
+        """``host:port``: this node's address and a port free on it."""
+        host = socket.gethostbyname(socket.gethostname())
+        with socket.socket() as s:
+            s.bind((host, 0))
+            return f"{host}:{s.getsockname()[1]}"
+
+    def run(self, target: Callable[[Exchange], object], rank: int, workers: int, address: str,
+            timeout: float) -> bytes | None:
+        dist.init_process_group("gloo", init_method=f"tcp://{address}", rank=rank,
+                                world_size=workers, timeout=timedelta(seconds=timeout))
+        try:
+            exchange = Exchange(rank, workers)
+            pids: list[object] = [None] * workers
+            dist.all_gather_object(pids, os.getpid())
+            exchange.pids = [int(p) for p in pids]  # type: ignore[call-overload]
+            out = target(exchange)
+        except BaseException as e:  # noqa: BLE001 (its message and traceback go to the caller)
+            raise RuntimeError(f"{type(e).__name__}: {e}\n{traceback.format_exc()}") from None
+        finally:
+            dist.destroy_process_group()
+        if rank != 0:
+            return None
+        buffer = io.BytesIO()
+        torch.save(out, buffer)
+        return buffer.getvalue()
+
+
+def ray_module() -> ModuleType:
+    """Ray, or a ``ValueError`` that says how to install it."""
+    try:
+        import ray
+    except ImportError:
+        raise ValueError("running on Ray needs Ray: pip install 'torchstream[ray]'") from None
+    return ray
+
+
+def connect(ray: ModuleType, address: str | None, *, num_cpus: int | None = None) -> bool:
+    """Connect to the Ray cluster at ``address`` (None or ``"local"``: start Ray on this
+    machine, with ``num_cpus`` CPUs, default all) unless Ray is running in this process
+    already; True when this call started it. A ``ValueError`` says why Ray cannot be
+    reached."""
+    if ray.is_initialized():
+        return False
+    try:
+        if address in (None, "local"):
+            ray.init(num_cpus=num_cpus, include_dashboard=False, logging_level="ERROR",
+                     log_to_driver=False)
+        else:
+            ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+    except Exception as e:  # noqa: BLE001 (any failure to connect is reported)
+        raise ValueError(f"cannot reach Ray at {address or 'a new local Ray'}: "
+                         f"{type(e).__name__}: {e}") from None
+    return True
+
+
+def launch_ray(target: Callable[[Exchange], T], workers: int, *, ray: ModuleType,
+               returns: Sequence[type] = (), timeout: float = DEFAULT_TIMEOUT) -> T:
+    """Run ``target(exchange)`` on ``workers`` Ray actors (one CPU each) of the cluster this
+    process is connected to (:func:`connect`) and return rank 0's result (read weights-only:
+    tensors, plain values and the classes in ``returns``). ``target`` travels by Ray's
+    serialisation and runs where the actors are placed (torchstream installed there).
+    Raises :class:`~torchstream.distributed.processes.WorkerFailed`, naming the worker, when
+    an actor dies or its ``target`` raises; every actor is then killed."""
+    if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
+        raise ValueError(f"workers must be a positive integer, got {workers!r}")
+    actor = ray.remote(RankActor).options(num_cpus=1, max_restarts=0)
+    actors = [actor.remote() for _ in range(workers)]
+    try:
+        address = ray.get(actors[0].address.remote())
+        refs = [a.run.remote(target, r, workers, address, timeout)
+                for r, a in enumerate(actors)]
+        rank_of = {ref: r for r, ref in enumerate(refs)}
+        pending, result = list(refs), None
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1)
+            for ref in ready:
+                value = _outcome(ray, ref, rank_of[ref])
+                if rank_of[ref] == 0:
+                    result = read_result(value, returns)
+        return result  # type: ignore[return-value]
+    finally:
+        for a in actors:
+            ray.kill(a)
+
+
+def _outcome(ray: ModuleType, ref: Any, rank: int) -> bytes:
+    """What worker ``rank`` returned; :class:`WorkerFailed` naming it when it died or raised."""
+    try:
+        return ray.get(ref)  # type: ignore[no-any-return]
+    except ray.exceptions.RayActorError as e:
+        raise WorkerFailed(f"worker {rank} (a Ray actor) died; the run is stopped",
+                           str(e)) from None
+    except ray.exceptions.RayTaskError as e:
+        message = str(e.cause) if e.cause is not None else str(e)
+        first = message.splitlines()[0] if message else type(e).__name__
+        raise WorkerFailed(f"worker {rank} failed: {first}", message) from None
