@@ -183,3 +183,18 @@ def test_a_record_without_its_batch_is_an_error():
     step(rep, Batch(0, 0, torch.zeros(10, 2), torch.zeros(10), torch.zeros(10), None))
     with pytest.raises(ValueError, match="rows 10-19"):
         rep.on_record(StepRecord(1, 10, 20))
+
+
+def test_an_alarm_within_the_settle_joins_the_change_it_follows():
+    # window 4, settle 10: alarms at rows 20, 27 (past the before window, inside the settle:
+    # the model adapting to the change at 20) and 33 (past both: a change of its own, before
+    # the first report's after window [30, 34) is complete)
+    rep = DriftReporter([_Fixed()], window=4, settle=10)
+    _rows(rep, 60, alerts=lambda r: {"det": [r] if r in (20, 27, 33) else []})
+    assert [r["row"] for r in rep.reports] == [20, 33]
+    (joined,) = rep.reports[0]["also"]
+    assert (joined["first"], joined["last"]) == (27, 27)
+    assert joined["note"] == ("while the model adapts to the change at row 20 (10 rows, the "
+                              "settle, have not passed since)")
+    assert rep.reports[0]["cut_at"] == 33  # the next change ends its windows
+    assert rep.reports[0]["rows_after"] == 3  # rows 30, 31, 32

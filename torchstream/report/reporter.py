@@ -146,9 +146,10 @@ intervals relative to their combined width, ``|after - before| / (bound_before +
 ``regions``: the CDLEEDS neighbourhoods that flagged a local change, their centroids and most
 distinctive columns) in the same span. A detector's alarm
 joins an earlier report (listed in its ``also`` with the reason) when it lies within
-``window // 4`` rows of that report's row (the same change), or when that report's row lies in
-the alarm's own before window (the alarm comes while the model adapts to the change: its
-before window would hold rows of both concepts). One change, one report; every alarm is in
+``window // 4`` rows of that report's row (the same change), or when it comes less than
+``max(window, settle)`` rows after that report's row (while the model adapts to the change:
+its before window would hold rows of both concepts, and ``settle`` is the time the learner is
+given to adapt). One change, one report; every alarm is in
 ``reports`` as a report's ``row`` or in one ``also`` (a known drift always opens its own).
 
 The cost: ``metric_before`` / ``metric_after`` over the two windows and ``metric_right_after``
@@ -646,22 +647,26 @@ class DriftReporter(PluginBase):
 
     def _join(self, row: int, source: str) -> bool:
         """Add a detector's alarm at ``row`` to the report of the change it belongs to, if
-        any: one opened within ``window // 4`` rows of it (the same change), else one whose
-        row lies in this alarm's before window (the alarm comes while the model adapts to that
-        change, and a report of its own would compare against rows of the change)."""
+        any: one opened within ``window // 4`` rows of it (the same change), else the latest
+        one opened less than ``max(window, settle)`` rows before it (the alarm comes while the
+        model adapts to that change, and a report of its own would compare against rows of
+        the change)."""
         near = max(1, self.window // 4)
         reports: list[_Pending | Report] = [*self._pending, *self.reports]
         same = next((r for r in reports if abs(r["row"] - row) <= near), None)
         if same is not None:
             _also(same["also"], source, row, "the same change")
             return True
-        during = max((r for r in reports if row - self.window <= r["row"] < row),
+        adapting = max(self.window, self.settle)
+        during = max((r for r in reports if row - adapting <= r["row"] < row),
                      key=lambda r: r["row"], default=None)
         if during is None:
             return False
+        why = (f"the {self.window:,}-row before window of these alarms holds that row"
+               if row - self.window <= during["row"] else
+               f"{self.settle:,} rows, the settle, have not passed since")
         _also(during["also"], source, row,
-              f"while the model adapts to the change at row {during['row']:,} (the "
-              f"{self.window:,}-row before window of these alarms holds that row)")
+              f"while the model adapts to the change at row {during['row']:,} ({why})")
         return True
 
     def _keep_rows(self, X: torch.Tensor) -> None:
