@@ -4,6 +4,7 @@ the bit; a worker that raises or dies stops the run with an error naming it."""
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
 from functools import partial
@@ -24,10 +25,12 @@ ray = pytest.importorskip("ray", reason="Ray is not installed (pip install -e '.
 def local_ray():
     """Ray on this machine with two CPUs; its workers import this folder's test modules."""
     here = str(Path(__file__).parent)
+    own_print = builtins.print  # Ray puts its own print there, and leaves it after shutdown
     ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False,
              runtime_env={"env_vars": {"PYTHONPATH": here}})
     yield
     ray.shutdown()
+    builtins.print = own_print
 
 
 def _dies(rank: int) -> WorkerSetup:

@@ -41,7 +41,7 @@ from torchstream.checkpoint import CheckpointError, load_checkpoint
 from torchstream.cli.errors import CommandInterrupted, signal_name
 from torchstream.cli.interrupt import StopRequest
 from torchstream.distributed.processes import Named, WorkerFailed, launch
-from torchstream.distributed.ray_workers import connect, launch_ray, ray_module
+from torchstream.distributed.ray_workers import connected, launch_ray, ray_module
 
 __all__ = ["Outcome", "checkpoint_workers", "run_workers", "wants_workers"]
 
@@ -129,16 +129,12 @@ def _on_ray(args: argparse.Namespace, target: Named[Outcome]) -> int:
     """The workers as Ray actors of the cluster at ``--ray-address`` (a CPU each)."""
     try:
         ray = ray_module()
-        started = connect(ray, args.ray_address)
-    except ValueError as e:
+        with connected(ray, args.ray_address):
+            outcome = launch_ray(target, args.workers, ray=ray, returns=(Outcome,))
+    except ValueError as e:  # Ray missing or not reached
         raise SystemExit(f"error: --ray-address: {e}") from None
-    try:
-        outcome = launch_ray(target, args.workers, ray=ray, returns=(Outcome,))
     except WorkerFailed as e:
         raise SystemExit(f"error: {e}{_resume_hint(args)}") from None
-    finally:
-        if started:
-            ray.shutdown()
     print(outcome.printed, end="")  # worker 0's lines (an actor's output is its own)
     if outcome.signum is not None:
         raise CommandInterrupted(outcome.signum, outcome.message or "")

@@ -274,7 +274,11 @@ def run_on_ray(jobs: Sequence[Job], out: Path, *, resources: Resources, retries:
                 yield job, _collect(ray, ref, job, out)
     finally:
         with contextlib.suppress(Exception):  # never hide why the sweep stopped
-            for ref in refs:
+            # only the tasks not finished yet: cancelling one whose result is on its way can
+            # crash Ray's driver ("complete task that was not pending")
+            _, running = (ray.wait(list(refs), num_returns=len(refs), timeout=0) if refs
+                          else ([], []))
+            for ref in running:
                 ray.cancel(ref, force=True)
             if store is not None:  # a driver that stays connected keeps no sweep's snapshots
                 ray.kill(store)

@@ -61,7 +61,7 @@ import torch
 from torchstream.base import PluginBase
 from torchstream.distributed.exchange import Exchange, Explainer
 from torchstream.distributed.processes import DEFAULT_TIMEOUT, launch
-from torchstream.distributed.ray_workers import connect, launch_ray, ray_module
+from torchstream.distributed.ray_workers import connected, launch_ray, ray_module
 from torchstream.distributed.sharded import ShardedLearner, join_explainer
 from torchstream.evaluate.prequential import Prequential
 from torchstream.evaluate.result import RunResult
@@ -338,13 +338,9 @@ def run_data_parallel(build: Callable[[int], WorkerSetup], workers: int, batch_s
                         on_start=on_start, pin=pin)
     else:
         ray = ray_module()
-        started = connect(ray, ray_address)
-        try:
+        with connected(ray, ray_address):
             result = launch_ray(call, workers, ray=ray, returns=(ParallelResult,),
                                 timeout=timeout)
-        finally:
-            if started:
-                ray.shutdown()
     assert result is not None  # rank 0's
     return result
 

@@ -11,6 +11,7 @@ import os
 import queue
 import signal
 import socket
+import sys
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -87,7 +88,19 @@ def _worker(target: Callable[[Exchange], object], rank: int, workers: int, addre
         dist.destroy_process_group()
     except BaseException as e:  # noqa: BLE001 (reported to the parent, which stops the run)
         results.put(("failed", rank, f"{_failure(e)}\n{traceback.format_exc()}"))
-        raise SystemExit(1) from None
+        _end(results, 1)
+    _end(results, 0)
+
+
+def _end(results: Any, code: int) -> None:
+    """End this worker with ``code`` once its messages are sent and its output flushed,
+    without the interpreter's teardown: the process group's threads can make it abort
+    (SIGABRT) after the work is done, which the parent would take for a death."""
+    results.close()
+    results.join_thread()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def worker_cpus(workers: int) -> list[int | None]:
@@ -190,7 +203,7 @@ def _wait(procs: list[BaseProcess], results: Any, returns: Sequence[type],
         else:
             deadline = time.monotonic() + 2.0  # a peer's death makes the others' errors
             while time.monotonic() < deadline:
-                dead = _dead(procs, signalled=True)
+                dead = _dead(procs, signalled=True, besides=rank)
                 if dead:
                     raise WorkerFailed(dead) from None
                 time.sleep(0.05)
@@ -207,10 +220,13 @@ def read_result(payload: bytes, returns: Sequence[type] = ()) -> Any:
         return torch.load(io.BytesIO(payload), weights_only=True)
 
 
-def _dead(procs: list[BaseProcess], *, signalled: bool = False) -> str | None:
-    """A message naming the first worker that ended with an error (``signalled``: killed by a
-    signal), or None."""
+def _dead(procs: list[BaseProcess], *, signalled: bool = False,
+          besides: int | None = None) -> str | None:
+    """A message naming the first worker (other than ``besides``) that ended with an error
+    (``signalled``: killed by a signal), or None."""
     for rank, p in enumerate(procs):
+        if rank == besides:
+            continue
         code = p.exitcode
         if code is not None and (code < 0 if signalled else code != 0):
             how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"

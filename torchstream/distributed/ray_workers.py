@@ -9,11 +9,13 @@ Ray is an optional dependency (``pip install 'torchstream[ray]'``), imported by
 
 from __future__ import annotations
 
+import builtins
 import io
 import os
 import socket
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import timedelta
 from types import ModuleType
 from typing import Any, TypeVar
@@ -24,7 +26,7 @@ import torch.distributed as dist
 from torchstream.distributed.exchange import Exchange
 from torchstream.distributed.processes import DEFAULT_TIMEOUT, WorkerFailed, read_result
 
-__all__ = ["RankActor", "connect", "launch_ray", "ray_module"]
+__all__ = ["RankActor", "connect", "connected", "launch_ray", "ray_module"]
 
 T = TypeVar("T")
 
@@ -89,6 +91,20 @@ def connect(ray: ModuleType, address: str | None, *, num_cpus: int | None = None
         raise ValueError(f"cannot reach Ray at {address or 'a new local Ray'}: "
                          f"{type(e).__name__}: {e}") from None
     return True
+
+
+@contextmanager
+def connected(ray: ModuleType, address: str | None) -> Iterator[None]:
+    """Inside: connected to Ray as :func:`connect` does; at the end, Ray shut down again if
+    this call started it (and ``print`` given back: Ray puts its own in ``builtins``)."""
+    own_print = builtins.print
+    started = connect(ray, address)
+    try:
+        yield
+    finally:
+        if started:
+            ray.shutdown()
+            builtins.print = own_print
 
 
 def launch_ray(target: Callable[[Exchange], T], workers: int, *, ray: ModuleType,
