@@ -25,7 +25,8 @@ import torch.distributed as dist
 
 from torchstream.distributed.exchange import Exchange
 
-__all__ = ["DEFAULT_TIMEOUT", "Named", "WorkerFailed", "launch", "read_result", "worker_cpus"]
+__all__ = ["DEFAULT_TIMEOUT", "Named", "WorkerFailed", "check_workers", "failure", "launch",
+           "read_result", "run_worker", "worker_cpus"]
 
 T = TypeVar("T")
 
@@ -57,7 +58,39 @@ class Named(Generic[T]):
         return fn(exchange, *self.args)
 
 
-def _failure(e: BaseException) -> str:
+def check_workers(workers: object) -> int:
+    """``workers`` when it is a positive integer, else a ``ValueError``."""
+    if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
+        raise ValueError(f"workers must be a positive integer, got {workers!r}")
+    return workers
+
+
+def run_worker(target: Callable[[Exchange], object], rank: int, workers: int,
+             init_method: str, timeout: float, on_joined: Callable[[], None] | None = None
+             ) -> bytes | None:
+    """One worker's whole part: join the gloo process group at ``init_method`` as ``rank``,
+    learn every worker's process id, call ``on_joined``, run ``target(exchange)`` and leave
+    the group; rank 0's result as ``torch.save`` bytes (its tensors' bytes travel in them),
+    None on the others."""
+    dist.init_process_group("gloo", init_method=init_method, rank=rank, world_size=workers,
+                            timeout=timedelta(seconds=timeout))
+    exchange = Exchange(rank, workers)
+    pids: list[object] = [None] * workers
+    dist.all_gather_object(pids, os.getpid())
+    exchange.pids = [int(p) for p in pids]  # type: ignore[call-overload]
+    if on_joined is not None:
+        on_joined()
+    out = target(exchange)
+    dist.destroy_process_group()
+    if rank != 0:
+        return None
+    buffer = io.BytesIO()
+    torch.save(out, buffer)
+    return buffer.getvalue()
+
+
+def failure(e: BaseException) -> str:
+    """A worker's error in one line (a command's ``error: ...`` exit without its prefix)."""
     if isinstance(e, SystemExit) and isinstance(e.code, str):
         return e.code.removeprefix("error: ")
     return f"{type(e).__name__}: {e}"
@@ -71,23 +104,12 @@ def _worker(target: Callable[[Exchange], object], rank: int, workers: int, addre
     if cpu is not None:
         os.sched_setaffinity(0, {cpu})
     try:
-        dist.init_process_group("gloo", init_method=address, rank=rank, world_size=workers,
-                                timeout=timedelta(seconds=timeout))
-        exchange = Exchange(rank, workers)
-        pids: list[object] = [None] * workers
-        dist.all_gather_object(pids, os.getpid())
-        exchange.pids = [int(p) for p in pids]  # type: ignore[call-overload]
-        results.put(("running", rank, os.getpid()))
-        out = target(exchange)
-        if rank == 0:
-            # the tensors' bytes travel in the message (the queue's own pickler would share
-            # their memory, gone when this process ends)
-            buffer = io.BytesIO()
-            torch.save(out, buffer)
-            results.put(("ok", rank, buffer.getvalue()))
-        dist.destroy_process_group()
+        out = run_worker(target, rank, workers, address, timeout,
+                       lambda: results.put(("running", rank, os.getpid())))
+        if out is not None:  # rank 0's (bytes: the queue's own pickler would share tensors'
+            results.put(("ok", rank, out))  # memory, gone when this process ends)
     except BaseException as e:  # noqa: BLE001 (reported to the parent, which stops the run)
-        results.put(("failed", rank, f"{_failure(e)}\n{traceback.format_exc()}"))
+        results.put(("failed", rank, f"{failure(e)}\n{traceback.format_exc()}"))
         _end(results, 1)
     _end(results, 0)
 
@@ -140,8 +162,7 @@ def launch(target: Callable[[Exchange], T], workers: int, *, returns: Sequence[t
     worker. ``pin``: where this process may run on at least ``workers`` CPUs, worker ``r``
     runs on the ``r``-th of them only (:func:`worker_cpus`). Raises :class:`WorkerFailed`,
     naming the worker, when one fails or dies (the others are stopped)."""
-    if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
-        raise ValueError(f"workers must be a positive integer, got {workers!r}")
+    workers = check_workers(workers)
     cpus = worker_cpus(workers) if pin else [None] * workers
     ctx = mp.get_context("spawn")
     results = ctx.Queue()

@@ -10,21 +10,23 @@ Ray is an optional dependency (``pip install 'torchstream[ray]'``), imported by
 from __future__ import annotations
 
 import builtins
-import io
-import os
 import socket
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import timedelta
 from types import ModuleType
 from typing import Any, TypeVar
 
-import torch
-import torch.distributed as dist
 
 from torchstream.distributed.exchange import Exchange
-from torchstream.distributed.processes import DEFAULT_TIMEOUT, WorkerFailed, read_result
+from torchstream.distributed.processes import (
+    DEFAULT_TIMEOUT,
+    WorkerFailed,
+    check_workers,
+    failure,
+    read_result,
+    run_worker,
+)
 
 __all__ = ["RankActor", "connect", "connected", "launch_ray", "ray_module"]
 
@@ -46,23 +48,10 @@ class RankActor:
 
     def run(self, target: Callable[[Exchange], object], rank: int, workers: int, address: str,
             timeout: float) -> bytes | None:
-        dist.init_process_group("gloo", init_method=f"tcp://{address}", rank=rank,
-                                world_size=workers, timeout=timedelta(seconds=timeout))
         try:
-            exchange = Exchange(rank, workers)
-            pids: list[object] = [None] * workers
-            dist.all_gather_object(pids, os.getpid())
-            exchange.pids = [int(p) for p in pids]  # type: ignore[call-overload]
-            out = target(exchange)
+            return run_worker(target, rank, workers, f"tcp://{address}", timeout)
         except BaseException as e:  # noqa: BLE001 (its message and traceback go to the caller)
-            raise RuntimeError(f"{type(e).__name__}: {e}\n{traceback.format_exc()}") from None
-        finally:
-            dist.destroy_process_group()
-        if rank != 0:
-            return None
-        buffer = io.BytesIO()
-        torch.save(out, buffer)
-        return buffer.getvalue()
+            raise RuntimeError(f"{failure(e)}\n{traceback.format_exc()}") from None
 
 
 def ray_module() -> ModuleType:
@@ -115,8 +104,7 @@ def launch_ray(target: Callable[[Exchange], T], workers: int, *, ray: ModuleType
     serialisation and runs where the actors are placed (torchstream installed there).
     Raises :class:`~torchstream.distributed.processes.WorkerFailed`, naming the worker, when
     an actor dies or its ``target`` raises; every actor is then killed."""
-    if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
-        raise ValueError(f"workers must be a positive integer, got {workers!r}")
+    workers = check_workers(workers)
     actor = ray.remote(RankActor).options(num_cpus=1, max_restarts=0)
     actors = [actor.remote() for _ in range(workers)]
     try:
