@@ -183,6 +183,8 @@ def test_a_record_without_its_batch_is_an_error():
     step(rep, Batch(0, 0, torch.zeros(10, 2), torch.zeros(10), torch.zeros(10), None))
     with pytest.raises(ValueError, match="rows 10-19"):
         rep.on_record(StepRecord(1, 10, 20))
+    with pytest.raises(ValueError, match="recorded last is none"):  # one record per batch
+        rep.on_record(StepRecord(0, 0, 10))
 
 
 def test_an_alarm_within_the_settle_joins_the_change_it_follows():

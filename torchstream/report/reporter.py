@@ -445,10 +445,9 @@ class DriftReporter(PluginBase):
         self._recent_rows, self._recent_sum = 0, 0.0  # their totals
         self._partial: list[tuple[int, str, str]] = []  # (row, detector, feature)
         self._partial_detectors: list[str] = []  # the run's detectors that test features
-        self._batch_end: int | None = None  # the last row + 1 of the batch on_batch recorded
-        #: what on_record needs of that batch: its rows, metric sum, learner and whether its
-        #: outputs were probabilities
-        self._batch: tuple[int, float, object, bool] = (0, 0.0, None, False)
+        #: what on_record needs of the batch on_batch recorded (None: none waiting): its end
+        #: (last row + 1), rows, metric sum, learner and whether its outputs were probabilities
+        self._batch: tuple[int, int, float, object, bool] | None = None
         self._regions: list[Region] = []
         self._next_known = 0
         self._task: str | None = None
@@ -522,9 +521,8 @@ class DriftReporter(PluginBase):
             self._keep_rows(X)
         self._model = learner if callable(learner) else None
         self._input = (batch.X.dtype, batch.X.device)
-        self._batch = (end - start, metric, learner,
+        self._batch = (end, end - start, metric, learner,
                        bool(gap.numel()) and bool(torch.isfinite(gap).all()))
-        self._batch_end = end
         self.seconds += time.perf_counter() - began
         return None
 
@@ -533,14 +531,14 @@ class DriftReporter(PluginBase):
         learns it): its partial alerts and regions are kept, a report is opened at each of
         its alarms and known drifts (and rows of ``at`` the batch passed), and the reports
         whose windows are complete are built."""
-        if record.stop != self._batch_end:
+        if self._batch is None or self._batch[0] != record.stop:
+            waiting = "none" if self._batch is None else f"one ending at row {self._batch[0]}"
             raise ValueError(f"the drift report was given the record of rows {record.start:,}"
-                             f"-{record.stop - 1:,}, but its last batch ended at row "
-                             f"{self._batch_end}: on_record follows on_batch of the same "
-                             f"batch")
+                             f"-{record.stop - 1:,}, but the batch it recorded last is "
+                             f"{waiting}: on_record follows on_batch of the same batch")
         began = time.perf_counter()
-        end = record.stop
-        rows, metric, learner, probabilities = self._batch
+        end, rows, metric, learner, probabilities = self._batch
+        self._batch = None
         self._record_where(record)
         self._open(record)
         self._follow_recovery(rows, metric, end)
