@@ -25,6 +25,15 @@ Explainer = IncrementalPFI | IncrementalSAGE
 T = TypeVar("T")
 
 
+def _wait(work: dist.Work | None) -> None:
+    """Wait for an asynchronous collective by polling it (``sched_yield`` between polls); its
+    error, if any, is raised."""
+    assert work is not None
+    while not work.is_completed():
+        os.sched_yield()
+    work.wait()
+
+
 def shard(n: int, workers: int, rank: int) -> slice:
     """The rows of a global batch of ``n`` rows that worker ``rank`` takes: the ``rank``-th of
     ``workers`` contiguous parts whose sizes differ by at most one (``torch.tensor_split``).
@@ -75,10 +84,8 @@ class Exchange:
         #: The current global batch's labels and first row's stream position (the test of a
         #: global batch explains this worker's rows with them).
         self.labels: tuple[torch.Tensor, int] | None = None
-        #: This worker's predictions of the batch, waiting to travel with the first
-        #: explainer's contributions (one ``all_gather`` for both); then every worker's.
-        self.carry: torch.Tensor | None = None
-        self.carried: torch.Tensor | None = None
+        #: The rows waiting for the step's exchange (:meth:`queue`).
+        self.held: list[tuple[torch.Tensor, str, Callable[[torch.Tensor], None]]] = []
         #: What each joined explainer's plug-in call answers this step (it explained during
         #: the test, so that its contributions carried the predictions).
         self.explained: dict[int, object] = {}
@@ -107,38 +114,54 @@ class Exchange:
         return [shard(self.n, self.workers, r).stop - shard(self.n, self.workers, r).start
                 for r in range(self.workers)]
 
-    def gather_rows(self, values: torch.Tensor, kind: str) -> torch.Tensor:
-        """Every worker's ``values [b_r, ...]`` concatenated in rank order (the global batch's
-        row order); ``values`` holds this worker's ``local_n`` rows."""
-        return self.gather_many([(values, kind)])[0]
+    def queue(self, values: torch.Tensor, kind: str,
+              receive: Callable[[torch.Tensor], None]) -> None:
+        """Hold ``values`` (this worker's ``local_n`` rows of a value, ``[b_r, ...]``) for the
+        step's exchange: :meth:`synchronise` hands ``receive`` every worker's rows concatenated
+        in rank order (the global batch's row order)."""
+        self.held.append((values.detach(), kind, receive))
 
-    def gather_many(self, items: Sequence[tuple[torch.Tensor, str]]) -> list[torch.Tensor]:
-        """:meth:`gather_rows` of several tensors of this worker's rows in one ``all_gather``
-        (one flat buffer of their common dtype: each value travels exactly)."""
-        values = [v.detach() for v, _ in items]
-        if self.workers == 1:
-            return values
-        sizes = self.sizes()
-        top = max(sizes)
-        dtype = values[0].dtype
-        for v in values[1:]:
-            dtype = torch.promote_types(dtype, v.dtype)
-        widths = [math.prod(v.shape[1:]) for v in values]
-        padded = values[0].new_zeros((top, sum(widths)), dtype=dtype)
+    def synchronise(self, gradients: torch.Tensor, riders: Sequence[float]) -> torch.Tensor:
+        """The step's one synchronisation point, one ``all_reduce`` (float64) of one buffer:
+        the rows held by :meth:`queue`, each worker's in its own rows of the global batch and
+        zeros elsewhere (so the sum is every worker's rows, exactly), ``gradients`` (this
+        worker's, flat, weighted by its share of the global batch's rows) and ``riders`` (a few
+        numbers: the loss, a stop request). Each held value's ``receive`` is then called with
+        the global batch's rows, in its own dtype, in the order they were held. Returns the
+        summed gradients and riders (float64).
+
+        The worker waits for the collective by polling it, yielding its CPU to any other thread
+        that is ready (gloo's among them), rather than by sleeping: a CPU that sleeps wakes late
+        when the collective completes (on a virtual machine about 1.5 ms a step, waking through
+        the hypervisor)."""
+        held, self.held = self.held, []
+        if self.workers == 1:  # nothing to exchange: each value as it is
+            for values, _, receive in held:
+                receive(values)
+            return torch.cat([gradients.reshape(-1).double(),
+                              torch.tensor(list(riders), dtype=torch.float64)])
+        widths = [math.prod(v.shape[1:]) for v, _, _ in held]
+        n, width = self.n, sum(widths)
+        buffer = torch.zeros(n * width + gradients.numel() + len(riders), dtype=torch.float64)
+        block = buffer[: n * width].view(n, width)
         col = 0
-        for v, w in zip(values, widths):
-            padded[: v.shape[0], col : col + w] = v.reshape(v.shape[0], w)
+        for (values, _, _), w in zip(held, widths):
+            block[self.rows, col : col + w] = values.reshape(values.shape[0], w)
             col += w
-        parts = [torch.empty_like(padded) for _ in range(self.workers)]
-        dist.all_gather(parts, padded)
-        whole = torch.cat([part[:s] for part, s in zip(parts, sizes)])
-        out: list[torch.Tensor] = []
+        tail = buffer[n * width :]
+        tail[: gradients.numel()] = gradients.reshape(-1)
+        tail[gradients.numel() :] = torch.tensor(list(riders), dtype=torch.float64)
+        _wait(dist.all_reduce(buffer, async_op=True))
+        size = buffer.element_size()
+        self.bytes["gradients"] += gradients.numel() * size
+        self.bytes["loss"] += len(riders) * size
+        for (_, kind, _), w in zip(held, widths):
+            self.bytes[kind] += n * w * size
         col = 0
-        for (v, kind), w in zip(zip(values, (k for _, k in items)), widths):
-            out.append(whole[:, col : col + w].to(v.dtype).reshape(whole.shape[0], *v.shape[1:]))
-            self.bytes[kind] += top * w * padded.element_size()
+        for (values, _, receive), w in zip(held, widths):
+            receive(block[:, col : col + w].to(values.dtype).reshape(n, *values.shape[1:]))
             col += w
-        return out
+        return tail
 
     def all_sum(self, values: list[float], kind: str) -> list[float]:
         """``values`` summed over the workers (float64)."""
@@ -147,31 +170,6 @@ class Exchange:
             dist.all_reduce(t)
             self.bytes[kind] += t.numel() * t.element_size()
         return t.tolist()
-
-    def average_gradients(self, params: Sequence[torch.Tensor],
-                          riders: Sequence[float] = ()) -> list[float]:
-        """Each gradient (its rows' mean) weighted by the worker's share of the rows, summed
-        over the workers: the gradient of the global batch's mean loss. ``riders`` (a few
-        numbers: the loss, a stop request) are summed in the same ``all_reduce``, in the
-        gradients' dtype; returns their sums."""
-        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
-        flat = torch.cat([g.reshape(-1) for g in grads]) * (self.local_n / self.n)
-        size = flat.numel()
-        if riders:
-            flat = torch.cat([flat, torch.tensor(list(riders), dtype=flat.dtype)])
-        if self.workers > 1:
-            dist.all_reduce(flat)
-            self.bytes["gradients"] += size * flat.element_size()
-            self.bytes["loss"] += len(riders) * flat.element_size()
-        sums = flat[size:].tolist()
-        flat = flat[:size]
-        offset = 0
-        for p, g in zip(params, grads):
-            size = g.numel()
-            n = g.numel()
-            p.grad = flat[offset : offset + n].view_as(g).clone()
-            offset += n
-        return [float(v) for v in sums]
 
     def gather_objects(self, obj: object) -> list[object] | None:
         """Every worker's ``obj`` on rank 0 (None elsewhere)."""

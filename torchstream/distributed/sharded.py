@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -19,6 +20,7 @@ from torchstream.explain.ipfi import IncrementalPFI
 from torchstream.explain.isage import IncrementalSAGE
 from torchstream.learners.online import OnlineLearner
 from torchstream.learners.scaling import RunningStandardizer
+from torchstream.learners.training import StepGradients
 from torchstream.typing import BatchView
 
 __all__ = ["ShardedLearner", "join_explainer"]
@@ -41,19 +43,45 @@ def _no_update(X: torch.Tensor) -> None:
     return None
 
 
+Statistics = tuple[torch.Tensor, torch.Tensor, int]
+
+
+@contextmanager
+def _ahead(pairs: Sequence[tuple[RunningStandardizer | None, torch.Tensor]],
+           after: list[Statistics]) -> Iterator[None]:
+    """Inside: each scaler updated by its values (the global batch's, as the step will update
+    it) and its ``update`` doing nothing; outside: as it was before. ``after`` receives each
+    scaler's statistics inside (the step sets them: :meth:`RunningStandardizer.restore`)."""
+    held = [(s, v) for s, v in pairs if s is not None]
+    before = [s.snapshot() for s, _ in held]
+    try:
+        for s, v in held:
+            s.update(v)
+            after.append(s.snapshot())
+        with _frozen(*(s for s, _ in held)):
+            yield
+    finally:
+        for (s, _), snap in zip(held, before):
+            s.restore(snap)
+
+
 class ShardedLearner:
     """One worker's replica of an :class:`~torchstream.learners.OnlineLearner` trained by
     every worker on one stream (the :class:`~torchstream.base.Learner` contract for the
     runner; anything else is the replica's own).
 
-    Called on a global batch that :class:`ParallelPrequential` has announced (its test), it
-    predicts this worker's rows, has the joined explainers explain them (their plug-in calls
-    of the step then answer what they answered here) and returns every worker's predictions
-    gathered in row order (with the first explainer's contributions, in one collective);
-    any other call (an explainer's, a detector's, the drift report's) is the replica's own
-    prediction. :meth:`learn` takes the global batch just tested: the scalers learn all of its
-    rows, the replica its own rows, with every worker's gradients combined before the step.
-    The first test broadcasts rank 0's weights, so every replica starts equal.
+    Called on a global batch that :class:`ParallelPrequential` has announced (its test, with
+    the batch's labels in the exchange), it predicts this worker's rows, has the joined
+    explainers explain them (their plug-in calls of the step then answer what they answered
+    here) and computes this worker's half of the step — the gradients of its rows' loss on the
+    scalers updated by the whole global batch, as :meth:`learn` will take them (nothing changes
+    the model in between) — so that the predictions, the explainers' contributions and the
+    gradients are exchanged at the step's one synchronisation point
+    (:meth:`Exchange.synchronise`); it returns every worker's predictions in row order. Any
+    other call (an explainer's, a detector's, the drift report's) is the replica's own
+    prediction. :meth:`learn` takes the global batch just tested: the scalers take its
+    statistics and the replica steps with every worker's gradients summed. The first test
+    broadcasts rank 0's weights, so every replica starts equal.
 
     Parameters
     ----------
@@ -68,7 +96,7 @@ class ShardedLearner:
     >>> replica = OnlineClassifier(partial(MLP, hidden=(8,)), seed=0)
     >>> learner = ShardedLearner(replica, Exchange(0, 1))  # one worker, in this process
     >>> X, y = torch.randn(6, 3), torch.tensor([0, 1, 0, 1, 1, 0])
-    >>> learner.register_classes([0, 1]); learner.arm(X)
+    >>> learner.register_classes([0, 1]); learner.arm(X); learner.exchange.labels = (y, 0)
     >>> learner(X).shape, learner.learn(X, y), replica.n_samples_seen, learner.workers
     (torch.Size([6, 2]), None, 6, 1)
     """
@@ -92,18 +120,11 @@ class ShardedLearner:
         self.dtype = learner.dtype
         self._armed: torch.Tensor | None = None
         self._joined = False
-        self._learned = True
-        self._hooked: torch.optim.Optimizer | None = None
         self._loss = float("nan")
         self._step_no = 0
-        self._stop = False
-        self._sums: list[float] = []
-        # the step's loss rides on the gradients' all_reduce: it is read as the replica
-        # computes it (a compiled replica's loss is inside its graphs: summed after the step)
-        self._recorder: _LossRecorder | None = None
-        if not learner.compile:
-            self._recorder = _LossRecorder(learner._train_loss)
-            learner._train_loss = self._recorder
+        #: The tested global batch's step, waiting for :meth:`learn`: this worker's half of it,
+        #: every worker's gradients summed, the scalers' statistics after the batch.
+        self._tested: _Tested | None = None
 
     def __getattr__(self, name: str) -> object:
         """Anything else is the replica's (``module``, ``optimizer``, ``divergences``, ...)."""
@@ -122,63 +143,64 @@ class ShardedLearner:
             return self.learner(X)
         self._armed = None
         ex = self.exchange
+        labels, ex.labels = ex.labels, None
+        if labels is None:
+            raise RuntimeError("a worker tests a global batch with its labels (set by "
+                               "ParallelPrequential): its step's gradients travel with the test")
         ex.start(X)
-        X = self.learner._check_X(X)  # a bad value is named by its row of the stream
-        self._learned = False
+        learner = self.learner
+        X = learner._check_X(X)  # a bad value is named by its row of the stream
+        y, start = labels
+        self._tested = None
         if not self._joined:
             with torch.no_grad():
-                self.learner(X[:1])  # builds the module (seeded alike on every worker)
+                learner(X[:1])  # builds the module (seeded alike on every worker)
             self._broadcast_weights()
             self._joined = True
         rows = ex.own_rows()
-        out = self.learner(X[rows])
-        ex.carry, ex.carried = out[: ex.local_n], None
-        labels, ex.labels = ex.labels, None
-        if ex.explainers and labels is not None:
-            # the explainers explain this worker's rows now: the first one's contributions
-            # carry the predictions (one all_gather for both); the runner's plug-in calls then
-            # answer what they answered here
-            y, start = labels
+        out = learner(X[rows])
+        predictions: list[torch.Tensor] = []
+        ex.queue(out[: ex.local_n], "predictions", predictions.append)
+        if ex.explainers:  # each explainer's contributions wait for the exchange below
             local = WorkerRows(self._step_no, start + rows.start, X[rows], y[rows], out, self)
             with torch.enable_grad():
                 for i, e in enumerate(ex.explainers):
                     ex.explained[i] = e.on_batch(local)
-        if ex.carry is not None:  # no explainer folded contributions this step
-            ex.carried = ex.gather_rows(ex.carry, "predictions")
-            ex.carry = None
-        gathered, ex.carried = ex.carried, None
-        assert gathered is not None
-        return gathered
+        # the step's gradients, as learn() will take them: the model is not changed before
+        target = learner._check_y(y, X.shape[0])  # a bad label is named by its row
+        after: list[Statistics] = []
+        scalers = [(learner.input_scaler, X), (learner.target_scaler, target.view(-1, 1))]
+        with _ahead(scalers, after), torch.enable_grad():
+            half = learner._gradients(X[rows], target[rows])
+        weights = learner._weights
+        share = ex.local_n / ex.n
+        flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1)
+                          for p in weights]) * share
+        stop = ex.stop is not None and ex.stop()
+        summed = ex.synchronise(flat, [float(half.loss) * share, float(stop)])
+        grads, offset = [], 0
+        for p in weights:
+            grads.append(summed[offset : offset + p.numel()].view_as(p).to(p.dtype))
+            offset += p.numel()
+        loss, stops = summed[offset:].tolist()
+        self._tested = _Tested(half, grads, after, loss, stops > 0)
+        return predictions[0]
 
     def learn(self, X: torch.Tensor, y: torch.Tensor) -> None:
-        ex = self.exchange
-        if self._learned or X is not ex.X:
+        tested, self._tested = self._tested, None
+        if tested is None or X is not self.exchange.X:
             raise RuntimeError("a worker's learner learns each global batch it has tested, "
                                "once (no label delay, no pre-training, no second pass)")
-        self._learned = True
         learner = self.learner
-        self._hook_optimizer()
-        rows = ex.own_rows()
-        target = learner._check_y(y, X.shape[0])  # a bad label is named by its row
-        if learner.input_scaler is not None:
-            learner.input_scaler.update(learner._check_X(X))
-        if learner.target_scaler is not None:
-            learner.target_scaler.update(target.view(-1, 1))
-        seen = learner.n_samples_seen
-        self._stop = ex.stop is not None and ex.stop()
-        self._sums = []
-        if self._recorder is not None:
-            self._recorder.loss = None
-        with _frozen(learner.input_scaler, learner.target_scaler):
-            learner.learn(X[rows], y[rows])
-        learner.n_samples_seen = seen + X.shape[0]
-        if self._recorder is None:  # the loss was not known before the step
-            share = ex.local_n / ex.n
-            self._sums = ex.all_sum([learner.last_loss * share if ex.local_n else 0.0,
-                                     float(self._stop)], "loss")
-        loss, stops = self._sums
-        self._loss = loss
-        ex.stop_agreed = stops > 0
+        stats = iter(tested.statistics)
+        for scaler in (learner.input_scaler, learner.target_scaler):
+            if scaler is not None:
+                scaler.restore(next(stats))
+        for p, g in zip(learner._weights, tested.gradients):
+            p.grad = g
+        learner._last_loss = learner._descend(tested.half, X.shape[0], None)
+        self._loss = tested.loss
+        self.exchange.stop_agreed = tested.stop
 
     @property
     def last_loss(self) -> float:
@@ -193,30 +215,6 @@ class ShardedLearner:
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.learner.load_state_dict(state)
-
-    def _hook_optimizer(self) -> None:
-        """Combine the gradients before every step of the replica's optimiser (again when the
-        replica rebuilt it: a resume, a new class)."""
-        opt = self.learner.optimizer
-        if opt is None or opt is self._hooked:
-            return
-        params = [p for g in opt.param_groups for p in g["params"]]
-        opt.register_step_pre_hook(lambda o, a, k: self._reduce(params))
-        self._hooked = opt
-
-    def _reduce(self, params: list[torch.Tensor]) -> None:
-        """The optimiser step's pre-hook: the gradients summed over the workers, with this
-        worker's share of the global batch's loss and its stop request riding along (one
-        collective for the three)."""
-        ex = self.exchange
-        if self._recorder is None:
-            ex.average_gradients(params)
-            return
-        recorded = self._recorder.loss
-        loss = float("nan") if recorded is None else float(recorded)
-        share = ex.local_n / ex.n
-        self._sums = ex.average_gradients(
-            params, [loss * share if ex.local_n else 0.0, float(self._stop)])
 
     def _broadcast_weights(self) -> None:
         if self.exchange.workers == 1:
@@ -260,19 +258,15 @@ def join_explainer(explainer: Explainer, exchange: Exchange, *,
     smoother = explainer.smoother
     fold = type(smoother).update
 
-    def update(values: torch.Tensor) -> None:
-        mine = values[: exchange.local_n]
-        if exchange.carry is not None:  # the test's predictions travel with these
-            exchange.carried, gathered = exchange.gather_many(
-                [(exchange.carry, "predictions"), (mine, "contributions")])
-            exchange.carry = None
-        else:
-            gathered = exchange.gather_rows(mine, "contributions")
+    def fold_all(gathered: torch.Tensor) -> None:
         del smoother.update  # the fold may call update on blocks of the rows: the class's own
         try:
             fold(smoother, gathered)
         finally:
             smoother.update = update  # type: ignore[method-assign]
+
+    def update(values: torch.Tensor) -> None:  # folded once every worker's have come
+        exchange.queue(values[: exchange.local_n], "contributions", fold_all)
 
     smoother.update = update  # type: ignore[method-assign]
     storage = explainer.storage
@@ -286,42 +280,27 @@ def join_explainer(explainer: Explainer, exchange: Exchange, *,
     def on_batch(batch: BatchView) -> object:
         if isinstance(batch, WorkerRows):  # the test of a global batch: this worker's rows
             return explain(batch)
-        if index in exchange.explained:  # explained during the test
-            return exchange.explained.pop(index)
-        return explain(exchange.local(batch))
+        if index not in exchange.explained:
+            raise RuntimeError(f"{explainer.name}: a joined explainer explains a worker's rows "
+                               "as the learner tests them (ShardedLearner)")
+        return exchange.explained.pop(index)
 
     explainer.on_batch = on_batch  # type: ignore[method-assign, assignment]
     exchange.explainers.append(explainer)
     return explainer
 
 
-class _LossRecorder:
-    """A replica's training loss that keeps the first mean loss it computes after ``loss`` is
-    reset (the step's; later calls, e.g. a divergence check's, are not kept)."""
+@dataclass(frozen=True)
+class _Tested:
+    """A global batch tested: this worker's half of its step (:class:`StepGradients`), every
+    worker's ``gradients`` summed (one per parameter), the scalers' ``statistics`` after the
+    batch, the batch's mean ``loss`` and whether a worker asked to ``stop``."""
 
-    def __init__(self, loss: Callable[..., torch.Tensor]) -> None:
-        self.own = loss
-        self.loss: torch.Tensor | None = None
-
-    def __call__(self, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        value = self.own(out, y)
-        if self.loss is None:
-            self.loss = value.detach().mean()
-        return value
-
-    def __getattr__(self, name: str) -> object:
-        own = self.__dict__.get("own")
-        if own is None:
-            raise AttributeError(name)
-        value = getattr(own, name)
-        if name == "mean":  # the fused mean loss
-            def mean(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-                result: torch.Tensor = value(out, y)
-                if self.loss is None:
-                    self.loss = result.detach()
-                return result
-            return mean
-        return value
+    half: StepGradients
+    gradients: list[torch.Tensor]
+    statistics: list[Statistics]
+    loss: float
+    stop: bool
 
 
 def _global_rows(update: Callable[[torch.Tensor], None], exchange: Exchange

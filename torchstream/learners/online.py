@@ -26,13 +26,14 @@ from torchstream.learners.divergence import (
     OnDivergence,
 )
 from torchstream.learners.fused_adam import fused_adam_step
-from torchstream.learners.guard import DivergenceGuard, frozen_copy
+from torchstream.learners.guard import DivergenceGuard, Snapshot, frozen_copy
 from torchstream.learners.network import LearnerNetwork, Standardize
 from torchstream.learners.river_api import RiverAPI
 from torchstream.learners.scaling import RunningStandardizer
 from torchstream.learners.threads import use_threads
 from torchstream.learners.training import (
     OPTIMIZERS,
+    StepGradients,
     TrainLoss,
     binary_link,
     build_optimizer,
@@ -631,9 +632,17 @@ class OnlineLearner(RiverAPI, DivergenceGuard, CompiledLearner, river_base.Estim
         (computed with autograd by the prediction of the same row, same parameters)."""
         if not X.shape[0]:
             raise ValueError(f"X has no rows (shape {list(X.shape)}): a step learns at least one")
-        module = self._ensure_module(X)
+        self._ensure_module(X)
         self._last_forward = None
         saved = self._snapshot() if self.on_divergence == "skip" else None
+        gradients = self._gradients(X, y, out)
+        return self._descend(gradients, X.shape[0], saved)
+
+    def _gradients(self, X: torch.Tensor, y: torch.Tensor,
+                   out: torch.Tensor | None = None) -> StepGradients:
+        """The first half of a step: the gradients of the batch's mean loss, set as ``p.grad``
+        (not accumulated), with the input scaler updated by ``X`` first (unless ``out`` is
+        given: the module's output for ``X``, computed with autograd)."""
         Xs = X
         if out is None:
             if self.input_scaler is not None:
@@ -648,27 +657,32 @@ class OnlineLearner(RiverAPI, DivergenceGuard, CompiledLearner, river_base.Estim
             loss, out = compiled
         else:
             if out is None:
-                out = module(Xs)
+                assert self.module is not None
+                out = self.module(Xs)
             loss = mean_loss(out, target) if mean_loss else self._train_loss(out, target).mean()
             for p in self._weights:  # zero_grad(set_to_none=True) without its per-call overhead
                 p.grad = None
             loss.backward()
+        return StepGradients(Xs, target, loss.detach(), out)
+
+    def _descend(self, step: StepGradients, rows: int, saved: Snapshot | None) -> torch.Tensor:
+        """The second half of a step: the optimiser's step with the parameters' ``p.grad``, the
+        ``rows`` counted as seen, the step checked (:meth:`_check_step`); the loss."""
         initial_loss = None
         if self._initial is not None:  # the untrained model's loss: the explosion rule's floor
+            mean_loss = getattr(self._train_loss, "mean", None)
             with torch.no_grad():
-                out0 = self._initial(Xs)
-                initial_loss = (
-                    mean_loss(out0, target) if mean_loss else self._train_loss(out0, target).mean()
-                )
+                out0 = self._initial(step.inputs)
+                initial_loss = (mean_loss(out0, step.target) if mean_loss
+                                else self._train_loss(out0, step.target).mean())
         opt = self.optimizer
         assert opt is not None
         if not fused_adam_step(opt):  # the same kernel, called directly where it applies
             optimizer_step(opt)
         first = self.n_samples_seen
-        self.n_samples_seen += X.shape[0]
-        loss = loss.detach()
-        self._check_step(loss, initial_loss, out, target, first, saved)
-        return loss
+        self.n_samples_seen += rows
+        self._check_step(step.loss, initial_loss, step.out, step.target, first, saved)
+        return step.loss
 
     def _train_target(self, y: torch.Tensor) -> torch.Tensor:
         return y

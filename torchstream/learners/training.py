@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -12,6 +13,7 @@ from torch.optim import optimizer as torch_optimizer
 
 __all__ = [
     "OPTIMIZERS",
+    "StepGradients",
     "TrainLoss",
     "binary_link",
     "build_optimizer",
@@ -35,6 +37,17 @@ _MODE_LAYERS: tuple[type[nn.Module], ...] = (
     nn.TransformerEncoderLayer,
     nn.TransformerDecoderLayer,
 )
+
+
+@dataclass(frozen=True)
+class StepGradients:
+    """The first half of a learner's step, the gradients set as ``p.grad``: the step's scaled
+    ``inputs``, training ``target``, mean ``loss`` (detached) and the module's ``out``."""
+
+    inputs: torch.Tensor
+    target: torch.Tensor
+    loss: torch.Tensor
+    out: torch.Tensor
 
 
 def mode_sensitive(module: nn.Module) -> bool:
