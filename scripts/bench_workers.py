@@ -105,16 +105,20 @@ def independent(exchange: Exchange, rows: int, batch: int, source: str) -> float
 
 
 def exchange_probe(exchange: Exchange, batch: int, repeats: int) -> float:
-    """Median seconds of one step's two collectives between the workers, with no compute: the
-    predictions' and contributions' all_gather (one float64 buffer), the gradients' all_reduce
-    (with the loss and the stop request in it)."""
-    grads = torch.zeros(N_PARAMS + 2)
-    rows = torch.zeros(batch, 2 + D, dtype=torch.float64)
+    """Median seconds of one step's synchronisation between the workers with no compute around
+    it (:meth:`Exchange.synchronise`, as a step calls it: the global batch's predictions and
+    iSAGE's contributions, the gradients, the loss and the stop request in one all_reduce)."""
+    use_threads(1)
+    X = torch.zeros(exchange.workers * batch, D)
+    grads = torch.zeros(N_PARAMS)
     times = []
     for _ in range(repeats):
         t = time.perf_counter()
-        dist.all_gather([torch.empty_like(rows) for _ in range(exchange.workers)], rows)
-        dist.all_reduce(grads)
+        exchange.start(X)
+        exchange.queue(torch.zeros(exchange.local_n, 2), "predictions", lambda v: None)
+        exchange.queue(torch.zeros(exchange.local_n, D, dtype=torch.float64), "contributions",
+                       lambda v: None)
+        exchange.synchronise(grads, [0.0, 0.0])
         times.append(time.perf_counter() - t)
     return statistics.median(times)
 
@@ -171,14 +175,14 @@ def main() -> None:
     print(f"N=2 / N=1, per repeat: {', '.join(f'{r:.2f}' for r in ratios)}; median "
           f"{statistics.median(ratios):.2f}x")
     exchange_s = launch(partial(exchange_probe, batch=args.batch, repeats=300), 2)
-    print(f"the collectives of one step alone, 2 workers: {1000 * exchange_s:.2f} ms (median of "
-          "300)")
+    print(f"the synchronisation of one step alone, 2 workers: {1000 * exchange_s:.2f} ms (median "
+          "of 300)")
     model = cost_per_step(N_PARAMS, D, args.batch, 2)
     print(f"exchanged per step and worker at N=2 (measured, what the worker hands to each "
           f"collective): gradients {sent.get('gradients', 0) / 1024:.0f} KiB, contributions "
           f"{sent.get('contributions', 0) / 1024:.1f} KiB, predictions "
           f"{sent.get('predictions', 0) / 1024:.2f} KiB, loss {sent.get('loss', 0):.0f} B; "
-          f"on the wire (cost model, ring all-reduce): "
+          f"sent (cost model, ring all-reduce): "
           f"{sum(model.values()) / 1024:.0f} KiB")
     step = statistics.median(steps_ms["N=1"]) / 1000
     per_worker = args.batch / step

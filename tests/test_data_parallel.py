@@ -129,9 +129,10 @@ def test_the_cost_model_counts_a_ring_all_reduce_and_the_contributions():
     one = cost_per_step(n_params=1000, n_features=10, batch_size=4, workers=1)
     assert one == {"gradients": 0.0, "contributions": 0.0, "predictions": 0.0}
     four = cost_per_step(n_params=1000, n_features=10, batch_size=4, workers=4)
-    assert four["gradients"] == 4 * 1000 * 2 * 3 / 4
-    assert four["contributions"] == 8 * 4 * 10 * 3
-    assert four["predictions"] == 4 * 4 * 2 * 3  # float32 probabilities of 2 classes
+    ring = 2 * 3 / 4  # a ring all-reduce sends 2 (N - 1) / N of its buffer
+    assert four["gradients"] == 8 * 1000 * ring  # one float64 buffer
+    assert four["contributions"] == 8 * (4 * 4) * 10 * ring  # the global batch's rows
+    assert four["predictions"] == 8 * (4 * 4) * 2 * ring  # probabilities of 2 classes
 
 
 def build_counting(rank: int, *, rows: int, log: str) -> WorkerSetup:
@@ -149,12 +150,12 @@ def build_counting(rank: int, *, rows: int, log: str) -> WorkerSetup:
     return build(rank, rows=rows)
 
 
-def test_a_step_waits_for_the_other_worker_twice_predictions_with_contributions_loss_with_gradients(
-        tmp_path):
-    """Each step has two collectives: one ``all_gather`` of the predictions together with the
-    explainer's contributions, one ``all_reduce`` of the gradients with the loss and the stop
-    request (plus one ``all_reduce`` before the first step, agreeing to start) — also in the
-    short last batch, where worker 1 has no rows."""
+def test_a_step_waits_for_the_other_worker_once(tmp_path):
+    """Each step has one collective: one ``all_reduce`` of the predictions, the explainer's
+    contributions, the gradients, the loss and the stop request (plus one ``all_reduce`` before
+    the first step, agreeing to start) — also in the short last batch, where worker 1 has no
+    rows. Each worker hands it the global batch's rows of predictions and contributions, its
+    gradients and two riders, in float64."""
     log = tmp_path / "calls.txt"
     rows = 10 * 64 + 1  # ten global batches of 64 rows, then one of a single row
     result = run_data_parallel(partial(build_counting, rows=rows, log=str(log)), workers=2,
@@ -163,8 +164,13 @@ def test_a_step_waits_for_the_other_worker_twice_predictions_with_contributions_
     calls = log.read_text().split("\n")[:-1]
     for rank in (0, 1):
         mine = [c.split()[1] for c in calls if c.split()[0] == str(rank)]
-        assert mine.count("all_gather") == 11, rank
+        assert mine.count("all_gather") == 0, rank
         assert mine.count("all_reduce") == 11 + 1, rank
+    n_params = sum(v.numel() for k, v in result.state.items() if "scaler" not in k)
+    per_step = {"gradients": 8 * n_params, "loss": (8 * 2 * 11 + 8) / 11,  # + the start
+                "predictions": 8 * 2 * rows / 11, "contributions": 8 * 9 * (rows - 64) / 11}
+    for kind, expected in per_step.items():  # the first batch only fills iPFI's storage
+        assert result.bytes_per_step[kind] == pytest.approx(expected, rel=1e-12), kind
     state, _, _ = one_process(64, rows)
     for name, value in state.items():  # the riders change no step
         assert torch.allclose(result.state[name], value, atol=1e-5, rtol=0), name
@@ -201,7 +207,9 @@ def _affinity(exchange: Exchange) -> list[list[int]] | None:
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to pin two workers")
 def test_pinned_workers_run_on_a_cpu_each():
     allowed = sorted(os.sched_getaffinity(0))
-    assert worker_cpus(2) == allowed[:2]
+    assert worker_cpus(2) == [{allowed[0]}, {allowed[1]}]
+    assert worker_cpus(1, threads=2) == [set(allowed[:2])]  # a worker of two threads: two CPUs
     assert worker_cpus(len(allowed) + 1) == [None] * (len(allowed) + 1)  # too few: not pinned
+    assert worker_cpus(2, threads=len(allowed)) == [None, None]
     assert launch(_affinity, 2) == [[allowed[0]], [allowed[1]]]
     assert launch(_affinity, 2, pin=False) == [allowed, allowed]

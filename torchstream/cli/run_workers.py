@@ -113,7 +113,8 @@ def run_workers(args: argparse.Namespace) -> int:
     with StopRequest() as stop:
         try:
             outcome: Outcome = launch(target, n, returns=(Outcome,),
-                                      signal_to_pass=lambda: stop.signum, pin=args.pin_workers)
+                                      signal_to_pass=lambda: stop.signum, pin=args.pin_workers,
+                                      threads=args.threads)
         except WorkerFailed as e:
             if stop.signum is not None:  # a worker met the stop before it could agree on it
                 raise CommandInterrupted(stop.signum, (

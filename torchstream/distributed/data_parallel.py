@@ -9,25 +9,30 @@ runs a :class:`ParallelPrequential` — the package's prequential loop — over 
 with a :class:`ShardedLearner` and its explainers joined by :func:`join_explainer`. Every
 global batch, each worker
 
-1. **tests** its rows with the current model; the predictions are gathered from every worker
-   (``all_gather``) in the global batch's row order, so the metrics, the drift detectors and
-   the drift report see every row's prediction in stream order, as one process sees them;
-2. **explains** its rows (iPFI, iSAGE), as part of the test: each explainer's per-row
-   contributions of the batch are gathered from every worker and folded into its average in
-   row order, so every worker holds the same explanation — the first explainer's contributions
-   and the predictions travel in one ``all_gather`` (one flat buffer); its storage of rows to
+1. **tests** its rows with the current model;
+2. **explains** its rows (iPFI, iSAGE), as part of the test; each explainer's storage of rows to
    draw replacements from receives every row of the global batch (a reservoir over the whole
    stream, whichever rows a worker is given — a stream partitioned by key does not bias it);
-3. **learns** its rows: the gradient of its rows' mean loss, weighted by its share of the global
-   batch's rows, is summed over the workers (one ``all_reduce`` of every gradient in one
-   buffer, in an optimiser step pre-hook) before the optimiser's step, and the input (and
-   target) scaler takes the statistics of the whole global batch. Every replica takes the same
-   step: the model a single process trains on batches of ``workers * batch_size`` rows, up to
-   float rounding. The step's loss (the global batch's mean) and a request to stop (so that
-   every worker stops after the same step) are summed in the same ``all_reduce``.
+3. **computes its half of the learning step**, still as part of the test: the gradient of its
+   rows' mean loss, weighted by its share of the global batch's rows, with the input (and
+   target) scaler updated by the whole global batch (and put back as it was until the step);
+   nothing changes the model between the test and the step, so this is the gradient the step
+   takes;
+4. **synchronises once**: one ``all_reduce`` of one float64 buffer holds the global batch's
+   predictions and each explainer's contributions (every worker writes its own rows, zeros
+   elsewhere, so the sum is every row exactly), the gradients, the worker's share of the loss
+   and its request to stop. Every worker then holds every row's prediction in stream order
+   (the metrics, the drift detectors and the drift report see them as one process does), folds
+   every row's contributions into its explainers' averages in row order (so every worker holds
+   the same explanation), and the summed gradient of the global batch's mean loss;
+5. **learns**: the scalers take the global batch's statistics and the optimiser steps with the
+   summed gradients. Every replica takes the same step: the model a single process trains on
+   batches of ``workers * batch_size`` rows, up to float rounding; every worker stops after the
+   same step.
 
-A step thus waits for the other workers twice (each collective is a point where the fastest
-worker waits for the slowest); a second explainer adds one ``all_gather``.
+A step thus waits for the other workers once (the synchronisation point is where the fastest
+worker waits for the slowest); the waiting worker polls the collective rather than sleeping
+(:meth:`~torchstream.distributed.exchange.Exchange.synchronise`).
 
 Plug-ins other than iPFI and iSAGE (an iPDP, interactions, drift detectors, the drift report)
 and the sinks run on rank 0 only, over the whole global batch and its gathered predictions.
@@ -322,7 +327,7 @@ def run_data_parallel(build: Callable[[int], WorkerSetup], workers: int, batch_s
     global batches and at the end; ``resume``: a checkpoint of the same run, with the same
     ``workers``. ``threads``: torch CPU threads per worker. ``on_start`` is called with the
     workers' process ids once every worker has joined. ``timeout``: seconds a collective may
-    wait for a worker. ``pin``: each worker on a CPU of its own (:func:`launch`).
+    wait for a worker. ``pin``: each worker on ``threads`` CPUs of its own (:func:`launch`).
     ``ray_address``: the workers are Ray actors of that cluster, a CPU each (``"local"``: Ray
     started on this machine; :func:`~torchstream.distributed.ray_workers.launch_ray`;
     ``on_start`` and ``pin`` do not apply); None: processes on this machine. Raises
@@ -335,7 +340,7 @@ def run_data_parallel(build: Callable[[int], WorkerSetup], workers: int, batch_s
     call = _RankCall(build, batch_size, steps, checkpoint, checkpoint_every, resume, threads)
     if ray_address is None:
         result = launch(call, workers, returns=(ParallelResult,), timeout=timeout,
-                        on_start=on_start, pin=pin)
+                        on_start=on_start, pin=pin, threads=threads)
     else:
         ray = ray_module()
         with connected(ray, ray_address):
@@ -362,20 +367,19 @@ class _RankCall:
 
 # ---------------------------------------------------------------------------------- cost model
 def cost_per_step(n_params: int, n_features: int, batch_size: int, workers: int,
-                  explainers: int = 1, *, contribution_bytes: int = 8,
-                  n_outputs: int = 2) -> dict[str, float]:
-    """Bytes one worker sends per global batch: its float32 gradients (a ring ``all_reduce`` of
-    ``n_params`` values sends ``2 (N - 1) / N`` of them); for each explainer its rows'
-    contributions (``all_gather`` of ``batch_size x n_features`` values of
-    ``contribution_bytes``, 8: the explainers accumulate in float64) to each of the ``N - 1``
-    others; its rows' predictions (``batch_size x n_outputs`` float32) likewise.
+                  explainers: int = 1, *, n_outputs: int = 2) -> dict[str, float]:
+    """Bytes one worker sends per global batch in the step's one ring ``all_reduce`` of a
+    float64 buffer (a ring all-reduce of ``V`` values sends ``2 (N - 1) / N x 8 V`` bytes): its
+    gradients (``n_params`` values), for each explainer the global batch's contributions
+    (``N x batch_size x n_features`` values: every worker's rows, its own filled in, zeros
+    elsewhere) and the global batch's predictions (``N x batch_size x n_outputs``).
 
     >>> c = cost_per_step(n_params=30_000, n_features=100, batch_size=64, workers=2)
     >>> int(c["gradients"]), int(c["contributions"]), int(c["predictions"])
-    (120000, 51200, 512)
+    (240000, 102400, 2048)
     """
     ring = 2 * (workers - 1) / workers if workers > 1 else 0.0
-    return {"gradients": 4.0 * n_params * ring,
-            "contributions": float(contribution_bytes * batch_size * n_features * explainers
-                                   * (workers - 1)),
-            "predictions": float(4 * batch_size * n_outputs * (workers - 1))}
+    rows = workers * batch_size
+    return {"gradients": 8.0 * n_params * ring,
+            "contributions": 8.0 * rows * n_features * explainers * ring,
+            "predictions": 8.0 * rows * n_outputs * ring}

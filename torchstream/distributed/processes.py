@@ -97,12 +97,12 @@ def failure(e: BaseException) -> str:
 
 
 def _worker(target: Callable[[Exchange], object], rank: int, workers: int, address: str,
-            results: Any, timeout: float, cpu: int | None) -> None:
+            results: Any, timeout: float, cpus: set[int] | None) -> None:
     # a process group of its own: Ctrl-C at the terminal reaches the parent alone, which
     # passes a stop request on to every worker (each gets one signal)
     os.setpgid(0, 0)
-    if cpu is not None:
-        os.sched_setaffinity(0, {cpu})
+    if cpus is not None:
+        os.sched_setaffinity(0, cpus)
     try:
         out = run_worker(target, rank, workers, address, timeout,
                        lambda: results.put(("running", rank, os.getpid())))
@@ -125,20 +125,21 @@ def _end(results: Any, code: int) -> None:
     os._exit(code)
 
 
-def worker_cpus(workers: int) -> list[int | None]:
-    """The CPU each of ``workers`` workers is pinned to: the ``r``-th CPU this process may run
-    on, when it may run on at least ``workers`` (else None each: the workers share the CPUs
-    as the system schedules them). A pinned worker is not moved between cores mid-step, so
-    the workers reach each collective closer together (less waiting).
+def worker_cpus(workers: int, threads: int = 1) -> list[set[int] | None]:
+    """The CPUs each of ``workers`` workers of ``threads`` torch threads is pinned to: worker
+    ``r`` the ``r``-th ``threads`` CPUs this process may run on, when it may run on at least
+    ``workers * threads`` (else None each: the workers share the CPUs as the system schedules
+    them). A pinned worker is not moved between cores mid-step, so the workers reach each
+    collective closer together (less waiting).
 
-    >>> cpus = worker_cpus(1)
-    >>> len(cpus), cpus[0] in os.sched_getaffinity(0)
-    (1, True)
+    >>> allowed = sorted(os.sched_getaffinity(0))
+    >>> worker_cpus(1) == [{allowed[0]}], worker_cpus(len(allowed) + 1)[0]
+    (True, None)
     """
     allowed = sorted(os.sched_getaffinity(0))
-    if len(allowed) < workers:
+    if len(allowed) < workers * threads:
         return [None] * workers
-    return [allowed[r] for r in range(workers)]
+    return [set(allowed[r * threads : (r + 1) * threads]) for r in range(workers)]
 
 
 def _free_port() -> int:
@@ -150,7 +151,8 @@ def _free_port() -> int:
 def launch(target: Callable[[Exchange], T], workers: int, *, returns: Sequence[type] = (),
            timeout: float = DEFAULT_TIMEOUT,
            on_start: Callable[[list[int]], None] | None = None,
-           signal_to_pass: Callable[[], int | None] | None = None, pin: bool = True) -> T:
+           signal_to_pass: Callable[[], int | None] | None = None, pin: bool = True,
+           threads: int = 1) -> T:
     """Run ``target(exchange)`` in ``workers`` processes on this machine (``spawn``; joined by
     ``torch.distributed`` with gloo; each in a process group of its own) and return rank 0's
     result. ``target`` must pickle (a module-level function, a :class:`Named`); its result
@@ -159,11 +161,12 @@ def launch(target: Callable[[Exchange], T], workers: int, *, returns: Sequence[t
     is called with the workers' process ids once every worker has joined. ``signal_to_pass``
     is asked while they run; the first signal number it answers is sent to every worker (a
     stop request the parent received). ``timeout``: seconds a collective may wait for a
-    worker. ``pin``: where this process may run on at least ``workers`` CPUs, worker ``r``
-    runs on the ``r``-th of them only (:func:`worker_cpus`). Raises :class:`WorkerFailed`,
+    worker. ``pin``: where this process may run on at least ``workers * threads`` CPUs,
+    worker ``r`` runs on the ``r``-th ``threads`` of them only (:func:`worker_cpus`;
+    ``threads``: the torch threads each worker uses). Raises :class:`WorkerFailed`,
     naming the worker, when one fails or dies (the others are stopped)."""
     workers = check_workers(workers)
-    cpus = worker_cpus(workers) if pin else [None] * workers
+    cpus = worker_cpus(workers, threads) if pin else [None] * workers
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
     address = f"tcp://127.0.0.1:{_free_port()}"
