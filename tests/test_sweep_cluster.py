@@ -244,6 +244,35 @@ for path in sys.argv[1:]:
 """
 
 
+def test_workers_on_two_nodes_run_the_run_of_two_local_processes(cluster):
+    """``torchstream run --workers 2 --ray-address``: worker 0 on the driver's node (the head),
+    worker 1 on the far node, which cannot see the driver's folder; the same run as two local
+    processes, to the bit; the run's files are written on the driver."""
+    common = ["run", "--n-samples", "800", "--batch-size", "8", "--explain", "ipfi",
+              "--explain-alpha", "0.02", "--no-progress", "--workers", "2"]
+    runs = {}
+    for name, extra in (("ray", ["--ray-address", cluster.address]), ("here", [])):
+        out = cluster.driver / f"workers-{name}.json"
+        done = subprocess.run(
+            [str(TORCHSTREAM), *common, "--logdir", str(cluster.driver / f"workers-{name}"),
+             "--result-json", str(out), *extra],
+            env=cluster.env, capture_output=True, text=True, timeout=300, check=False)
+        assert done.returncode == 0, done.stdout + done.stderr
+        runs[name] = json.loads(out.read_text()), done.stdout, done.stderr
+    (on_ray, printed, errors), (here, _, _) = runs["ray"], runs["here"]
+    placed = re.search(r"workers on Ray nodes: 0: node (\w+) at \S+ \(here\), "
+                       r"1: node (\w+) at \S+$", printed, re.M)
+    assert placed, printed
+    assert cluster.head_id.startswith(placed.group(1))  # worker 0 beside the driver
+    assert cluster.far_id.startswith(placed.group(2))  # worker 1 on the node that cannot see it
+    assert "warning" not in errors
+    assert "workers: 2 processes" in printed and "| accuracy" in printed  # worker 0's table
+    assert on_ray["n_rows"] == here["n_rows"] == 800
+    assert on_ray["metrics"] == here["metrics"]
+    assert on_ray["explanations"] == here["explanations"] and here["explanations"]["ipfi"]
+    assert _scalar_steps(cluster.driver / "workers-ray", "metrics/accuracy/cumulative")
+
+
 def test_a_run_no_node_can_hold_is_an_error_before_any_run(tmp_path, cluster):
     cases = {"gpus = 2": r"no node of the Ray cluster can hold a run that asks for 1 CPU, 2 GPUs",
              'memory = "4TiB"': r"asks for 1 CPU, 4096\.0 GiB",

@@ -46,8 +46,9 @@ def add_parser(
                           "combined every step); on the CPU (default: %(default)s)")
     run.add_argument("--ray-address", metavar="ADDRESS",
                      help="with --workers N: the workers are Ray actors of the cluster at "
-                          "ADDRESS, a CPU each (local: Ray started on this machine); worker 0 "
-                          "writes the run's files on its node")
+                          "ADDRESS, a CPU each (local: Ray started on this machine); worker 0, "
+                          "which writes the run's files, runs on this node where it has a CPU "
+                          "free (a warning says where otherwise)")
     run.add_argument("--pin-workers", action=argparse.BooleanOptionalAction, default=True,
                      help="with --workers N: worker r runs on the r-th --threads CPUs this "
                           "process may use, when there are N x threads of them (default: on; "

@@ -23,9 +23,10 @@ The first SIGINT / SIGTERM is passed on to every worker, which all stop after th
 with an error naming it and the checkpoint to resume from.
 
 With ``--ray-address`` the workers are Ray actors of that cluster (``local``: Ray started on
-this machine), a CPU each, placed by Ray: worker 0 writes the run's files on its node (a path
-every node can reach, or the local cluster, keeps them with the driver) and its printed lines
-come back to this process at the end of the run. A stop signal then ends the actors at once
+this machine), a CPU each: worker 0 on this process's node where it has a CPU free, the others
+where Ray places them (the nodes are printed as the run starts). Worker 0 writes the run's
+files on its node — a warning says so when that is not this one — and its printed lines come
+back to this process at the end of the run. A stop signal then ends the actors at once
 (the run resumes from its last checkpoint).
 """
 
@@ -33,9 +34,12 @@ from __future__ import annotations
 
 import argparse
 import signal
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from types import ModuleType
 
 from torchstream.checkpoint import CheckpointError, load_checkpoint
 from torchstream.cli.errors import CommandInterrupted, signal_name
@@ -131,7 +135,8 @@ def _on_ray(args: argparse.Namespace, target: Named[Outcome]) -> int:
     try:
         ray = ray_module()
         with connected(ray, args.ray_address):
-            outcome = launch_ray(target, args.workers, ray=ray, returns=(Outcome,))
+            outcome = launch_ray(target, args.workers, ray=ray, returns=(Outcome,),
+                                 on_start=partial(_placed, ray))
     except ValueError as e:  # Ray missing or not reached
         raise SystemExit(f"error: --ray-address: {e}") from None
     except WorkerFailed as e:
@@ -140,6 +145,19 @@ def _on_ray(args: argparse.Namespace, target: Named[Outcome]) -> int:
     if outcome.signum is not None:
         raise CommandInterrupted(outcome.signum, outcome.message or "")
     return outcome.code
+
+
+def _placed(ray: ModuleType, nodes: list[str], here: str) -> None:
+    """Say where the Ray workers run; worker 0 writes the run's files on its node."""
+    addresses = {n["NodeID"]: n.get("NodeManagerAddress", "?") for n in ray.nodes()}
+    where = ", ".join(f"{r}: node {n[:12]} at {addresses.get(n, '?')}"
+                      f"{' (here)' if n == here else ''}" for r, n in enumerate(nodes))
+    print(f"workers on Ray nodes: {where}", flush=True)
+    if nodes[0] != here:
+        print(f"warning: worker 0 runs on node {nodes[0][:12]} at "
+              f"{addresses.get(nodes[0], '?')}, not this "
+              "one (no CPU free here): it writes the run's files (--logdir, --checkpoint, "
+              "--result-json) on that node's disk", file=sys.stderr, flush=True)
 
 
 def _verb(signum: int) -> str:

@@ -1,7 +1,7 @@
-"""The workers of a data-parallel run as Ray actors: one actor per worker (a CPU each,
-anywhere on the cluster), joined by ``torch.distributed`` (gloo) at rank 0's node address;
-the same loop as :func:`~torchstream.distributed.processes.launch` runs on this machine's
-processes.
+"""The workers of a data-parallel run as Ray actors: one actor per worker (a CPU each; worker
+0 on the caller's node where it has a CPU free, the others anywhere on the cluster), joined by
+``torch.distributed`` (gloo) at worker 0's node address; the same loop as
+:func:`~torchstream.distributed.processes.launch` runs on this machine's processes.
 
 Ray is an optional dependency (``pip install 'torchstream[ray]'``), imported by
 :func:`ray_module` when a run asks for it.
@@ -16,7 +16,6 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from types import ModuleType
 from typing import Any, TypeVar
-
 
 from torchstream.distributed.exchange import Exchange
 from torchstream.distributed.processes import (
@@ -45,6 +44,10 @@ class RankActor:
         with socket.socket() as s:
             s.bind((host, 0))
             return f"{host}:{s.getsockname()[1]}"
+
+    def node(self) -> str:
+        """The Ray id of the node this actor runs on."""
+        return str(ray_module().get_runtime_context().get_node_id())
 
     def run(self, target: Callable[[Exchange], object], rank: int, workers: int, address: str,
             timeout: float) -> bytes | None:
@@ -97,18 +100,28 @@ def connected(ray: ModuleType, address: str | None) -> Iterator[None]:
 
 
 def launch_ray(target: Callable[[Exchange], T], workers: int, *, ray: ModuleType,
-               returns: Sequence[type] = (), timeout: float = DEFAULT_TIMEOUT) -> T:
+               returns: Sequence[type] = (), timeout: float = DEFAULT_TIMEOUT,
+               on_start: Callable[[list[str], str], None] | None = None) -> T:
     """Run ``target(exchange)`` on ``workers`` Ray actors (one CPU each) of the cluster this
     process is connected to (:func:`connect`) and return rank 0's result (read weights-only:
-    tensors, plain values and the classes in ``returns``). ``target`` travels by Ray's
-    serialisation and runs where the actors are placed (torchstream installed there).
-    Raises :class:`~torchstream.distributed.processes.WorkerFailed`, naming the worker, when
-    an actor dies or its ``target`` raises; every actor is then killed."""
+    tensors, plain values and the classes in ``returns``). Worker 0 is placed on this
+    process's node where it has a CPU free (so that the files it writes are here), elsewhere
+    otherwise; the others where Ray places them. ``on_start`` is called with the id of each
+    worker's node (rank order) and this process's node once they are placed. ``target``
+    travels by Ray's serialisation and runs where the actors are placed (torchstream installed
+    there). Raises :class:`~torchstream.distributed.processes.WorkerFailed`, naming the
+    worker, when an actor dies or its ``target`` raises; every actor is then killed."""
     workers = check_workers(workers)
-    actor = ray.remote(RankActor).options(num_cpus=1, max_restarts=0)
-    actors = [actor.remote() for _ in range(workers)]
+    remote = ray.remote(RankActor)
+    here = str(ray.get_runtime_context().get_node_id())
+    near = ray.util.scheduling_strategies.NodeAffinitySchedulingStrategy(here, soft=True)
+    first = remote.options(num_cpus=1, max_restarts=0, scheduling_strategy=near)
+    rest = remote.options(num_cpus=1, max_restarts=0)
+    actors = [first.remote(), *(rest.remote() for _ in range(workers - 1))]
     try:
         address = ray.get(actors[0].address.remote())
+        if on_start is not None:
+            on_start([str(n) for n in ray.get([a.node.remote() for a in actors])], here)
         refs = [a.run.remote(target, r, workers, address, timeout)
                 for r, a in enumerate(actors)]
         rank_of = {ref: r for r, ref in enumerate(refs)}
