@@ -213,3 +213,20 @@ def test_pinned_workers_run_on_a_cpu_each():
     assert worker_cpus(2, threads=len(allowed)) == [None, None]
     assert launch(_affinity, 2) == [[allowed[0]], [allowed[1]]]
     assert launch(_affinity, 2, pin=False) == [allowed, allowed]
+
+
+def test_a_model_with_running_statistics_is_refused_by_the_workers():
+    """Batch normalisation keeps running statistics of the rows each replica trains on: the
+    replicas would part, so the first test refuses it, naming the layer."""
+    def model(n_features: int, n_outputs: int) -> torch.nn.Module:
+        return torch.nn.Sequential(torch.nn.Linear(n_features, 4), torch.nn.BatchNorm1d(4),
+                                   torch.nn.Linear(4, n_outputs))
+
+    exchange = Exchange(0, 1)
+    learner = ShardedLearner(OnlineClassifier(model, seed=0), exchange)
+    X, y = torch.randn(4, 3), torch.tensor([0, 1, 0, 1])
+    learner.register_classes([0, 1])
+    learner.arm(X)
+    exchange.labels = (y, 0)
+    with pytest.raises(ValueError, match=r"layer '1' \(BatchNorm1d\) keeps running statistics"):
+        learner(X)

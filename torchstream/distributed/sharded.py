@@ -65,6 +65,18 @@ def _ahead(pairs: Sequence[tuple[RunningStandardizer | None, torch.Tensor]],
             s.restore(snap)
 
 
+def _check_no_running_statistics(module: torch.nn.Module | None) -> None:
+    """A ``ValueError`` naming the first layer that keeps running statistics of the rows it
+    sees in training (batch normalisation): each replica would keep its own rows' and part."""
+    for name, m in (module.named_modules() if module is not None else ()):
+        if isinstance(getattr(m, "running_mean", None), torch.Tensor):  # batch norm's buffer
+            raise ValueError(
+                f"the model's layer {name!r} ({type(m).__name__}) keeps running statistics of "
+                "the rows it trains on: each worker's replica would keep its own rows' and the "
+                "replicas would part; with workers use a model without them (a LayerNorm "
+                "keeps none, or track_running_stats=False)")
+
+
 class ShardedLearner:
     """One worker's replica of an :class:`~torchstream.learners.OnlineLearner` trained by
     every worker on one stream (the :class:`~torchstream.base.Learner` contract for the
@@ -155,6 +167,7 @@ class ShardedLearner:
         if not self._joined:
             with torch.no_grad():
                 learner(X[:1])  # builds the module (seeded alike on every worker)
+            _check_no_running_statistics(learner.module)
             self._broadcast_weights()
             self._joined = True
         rows = ex.own_rows()
