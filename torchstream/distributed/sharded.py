@@ -188,9 +188,13 @@ class ShardedLearner:
         weights = learner._weights
         share = ex.local_n / ex.n
         flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1)
-                          for p in weights]) * share
+                          for p in weights])
+        # a worker without rows (a short last batch) computed on a stand-in row: weight 0, and
+        # no value of it reaches the sums (not even a NaN of a diverged model)
+        flat = flat * share if ex.local_n else torch.zeros_like(flat)
+        loss = float(half.loss) * share if ex.local_n else 0.0
         stop = ex.stop is not None and ex.stop()
-        summed = ex.synchronise(flat, [float(half.loss) * share, float(stop)])
+        summed = ex.synchronise(flat, [loss, float(stop)])
         grads, offset = [], 0
         for p in weights:
             grads.append(summed[offset : offset + p.numel()].view_as(p).to(p.dtype))
