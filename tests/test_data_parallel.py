@@ -204,6 +204,20 @@ def _affinity(exchange: Exchange) -> list[list[int]] | None:
     return None if parts is None else [list(p) for p in parts]  # type: ignore[arg-type]
 
 
+def _polls(exchange: Exchange) -> list[bool] | None:
+    """Whether each worker polls its collectives, on rank 0."""
+    parts = exchange.gather_objects(exchange.poll)
+    return None if parts is None else [bool(p) for p in parts]
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to pin two workers")
+def test_workers_poll_their_collective_only_with_a_cpu_each():
+    cpus = len(os.sched_getaffinity(0))
+    assert launch(_polls, 2) == [True, True]
+    assert launch(_polls, cpus + 1, pin=False) == [False] * (cpus + 1)  # they share CPUs
+    assert launch(_polls, 2, threads=cpus) == [False, False]
+
+
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to pin two workers")
 def test_pinned_workers_run_on_a_cpu_each():
     allowed = sorted(os.sched_getaffinity(0))

@@ -25,11 +25,11 @@ Explainer = IncrementalPFI | IncrementalSAGE
 T = TypeVar("T")
 
 
-def _wait(work: dist.Work | None) -> None:
-    """Wait for an asynchronous collective by polling it (``sched_yield`` between polls); its
-    error, if any, is raised."""
+def _wait(work: dist.Work | None, poll: bool) -> None:
+    """Wait for an asynchronous collective, by polling it (``sched_yield`` between polls)
+    where ``poll``; its error, if any, is raised."""
     assert work is not None
-    while not work.is_completed():
+    while poll and not work.is_completed():
         os.sched_yield()
     work.wait()
 
@@ -59,15 +59,17 @@ class Exchange:
     While a run steps, ``stop`` answers whether this worker was asked to stop (its
     ``should_stop``, or the parent process gone); every worker stops after the same step
     (:meth:`ShardedLearner.learn` agrees on it). With one worker nothing is exchanged (no
-    process group is needed).
+    process group is needed). ``poll``: wait for the step's collective by polling it
+    (:meth:`synchronise`), where the worker has a CPU of its own.
 
     >>> ex = Exchange(rank=1, workers=2)
     >>> ex.start(torch.zeros(5, 3)), ex.local_n, ex.sizes()
     (slice(3, 5, None), 2, [3, 2])
     """
 
-    def __init__(self, rank: int, workers: int) -> None:
+    def __init__(self, rank: int, workers: int, *, poll: bool = True) -> None:
         self.rank, self.workers = rank, workers
+        self.poll = poll
         self.stop: Callable[[], bool] | None = None
         self.parent = os.getppid()
         self.X: torch.Tensor | None = None  # the global batch
@@ -130,10 +132,10 @@ class Exchange:
         the global batch's rows, in its own dtype, in the order they were held. Returns the
         summed gradients and riders (float64).
 
-        The worker waits for the collective by polling it, yielding its CPU to any other thread
-        that is ready (gloo's among them), rather than by sleeping: a CPU that sleeps wakes late
-        when the collective completes (on a virtual machine about 1.5 ms a step, waking through
-        the hypervisor)."""
+        Where ``poll``, the worker waits for the collective by polling it, yielding its CPU to
+        any other thread that is ready (gloo's among them), rather than by sleeping: a CPU that
+        sleeps wakes late when the collective completes (on a virtual machine about 1.5 ms a
+        step, waking through the hypervisor)."""
         held, self.held = self.held, []
         if self.workers == 1:  # nothing to exchange: each value as it is
             for values, _, receive in held:
@@ -151,7 +153,7 @@ class Exchange:
         tail = buffer[n * width :]
         tail[: gradients.numel()] = gradients.reshape(-1)
         tail[gradients.numel() :] = torch.tensor(list(riders), dtype=torch.float64)
-        _wait(dist.all_reduce(buffer, async_op=True))
+        _wait(dist.all_reduce(buffer, async_op=True), self.poll)
         size = buffer.element_size()
         self.bytes["gradients"] += gradients.numel() * size
         self.bytes["loss"] += len(riders) * size
