@@ -89,7 +89,7 @@ class Exchange:
         #: The rows waiting for the step's exchange (:meth:`queue`).
         self.held: list[tuple[torch.Tensor, str, Callable[[torch.Tensor], None]]] = []
         #: What each joined explainer's plug-in call answers this step (it explained during
-        #: the test, so that its contributions carried the predictions).
+        #: the test, so that its contributions travel in the step's one exchange).
         self.explained: dict[int, object] = {}
 
     def start(self, X: torch.Tensor) -> slice:
