@@ -7,9 +7,12 @@ from __future__ import annotations
 import csv
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
+import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -20,43 +23,61 @@ from torchstream.files import LOCK_NAME, PathInUseError, PathLock
 
 RUN = [sys.executable, "-m", "torchstream.cli", "run", "--n-samples", "800", "--batch-size", "1",
        "--explain", "none", "--no-progress"]
+#: A run that holds its locks until it is stopped.
+LONG = [*RUN[:4], "--n-samples", "10000000", *RUN[6:]]
+
+
+def _holding(argv: list[str], lock: Path) -> subprocess.Popen[str]:
+    """Start the run ``argv`` and return once it holds ``lock`` (its lock file exists): a run
+    started after that meets the lock, however slowly either process starts."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while not lock.exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the first run never took its lock"
+        time.sleep(0.05)
+    return proc
+
+
+def _stopped(proc: subprocess.Popen[str]) -> int:
+    """Stop the run as Ctrl-C does (it ends at a step boundary); its exit status."""
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=300)
+    return proc.returncode
 
 
 def test_two_runs_on_one_logdir_one_is_refused_naming_the_holder(tmp_path):
     logdir = tmp_path / "logs"
-    argv = RUN + ["--logdir", str(logdir)]
-    procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for _ in range(2)]
-    outs = [p.communicate(timeout=300) for p in procs]
-    codes = [p.returncode for p in procs]
-    assert sorted(codes) == [0, 2], [(c, e[-400:]) for c, (_, e) in zip(codes, outs)]
-    ok, refused = (0, 1) if codes[0] == 0 else (1, 0)
-    err = outs[refused][1].strip()
+    holder = _holding(LONG + ["--logdir", str(logdir)], logdir / LOCK_NAME)
+    second = subprocess.run(RUN + ["--logdir", str(logdir)], capture_output=True, text=True,
+                            timeout=300, check=False)
+    assert _stopped(holder) == 130
+    assert second.returncode == 2, second.stderr
+    err = second.stderr.strip()
     assert "\n" not in err and err.startswith("error: --logdir")
-    assert f"is in use by another process (pid {procs[ok].pid} on host " in err
-    # the file holds the rows of one run only: a header and 800 rows of 9 fields
+    assert f"is in use by another process (pid {holder.pid} on host " in err
+    # the file holds the rows of one run only: a header and the holder's rows, in order
     with open(logdir / "steps.csv", newline="") as fh:
         rows = list(csv.reader(fh))
-    assert len(rows) == 801 and {len(r) for r in rows} == {len(rows[0])}
-    assert [int(r[0]) for r in rows[1:]] == list(range(800))
+    assert len(rows) > 1 and {len(r) for r in rows} == {len(rows[0])}
+    assert [int(r[0]) for r in rows[1:]] == list(range(len(rows) - 1))
     assert not (logdir / LOCK_NAME).exists()  # released at the end
 
 
 def test_two_runs_on_one_checkpoint_one_is_refused_naming_the_holder(tmp_path):
     ckpt = tmp_path / "c.pt"
-    procs = [subprocess.Popen(RUN + ["--logdir", str(tmp_path / f"logs{i}"), "--checkpoint",
-                                     str(ckpt), "--checkpoint-every", "50"],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for i in range(2)]
-    outs = [p.communicate(timeout=300) for p in procs]
-    codes = [p.returncode for p in procs]
-    assert sorted(codes) == [0, 2], [(c, e[-400:]) for c, (_, e) in zip(codes, outs)]
-    ok, refused = (0, 1) if codes[0] == 0 else (1, 0)
-    err = outs[refused][1].strip()
+    holder = _holding(LONG + ["--logdir", str(tmp_path / "logs0"), "--checkpoint", str(ckpt),
+                              "--checkpoint-every", "50"], tmp_path / "c.pt.lock")
+    second = subprocess.run(RUN + ["--logdir", str(tmp_path / "logs1"), "--checkpoint",
+                                   str(ckpt), "--checkpoint-every", "50"],
+                            capture_output=True, text=True, timeout=300, check=False)
+    assert _stopped(holder) == 130
+    assert second.returncode == 2, second.stderr
+    err = second.stderr.strip()
     assert "\n" not in err and err.startswith(f"error: --checkpoint {ckpt} is in use")
-    assert f"(pid {procs[ok].pid} on host " in err
-    assert load_checkpoint(ckpt)["state"]["position"] == 800
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.pt", f"logs{ok}"]
+    assert f"(pid {holder.pid} on host " in err
+    assert load_checkpoint(ckpt)["state"]["position"] > 0  # the holder's, written as it stopped
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.pt", "logs0"]
 
 
 def test_a_stale_lock_is_taken_over_and_said(tmp_path, capsys):
