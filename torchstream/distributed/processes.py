@@ -136,10 +136,15 @@ def worker_cpus(workers: int, threads: int = 1) -> list[set[int] | None]:
     >>> worker_cpus(1) == [{allowed[0]}], worker_cpus(len(allowed) + 1)[0]
     (True, None)
     """
-    allowed = sorted(os.sched_getaffinity(0))
-    if len(allowed) < workers * threads:
+    if not cpus_each(workers, threads):
         return [None] * workers
+    allowed = sorted(os.sched_getaffinity(0))
     return [set(allowed[r * threads : (r + 1) * threads]) for r in range(workers)]
+
+
+def cpus_each(workers: int, threads: int = 1) -> bool:
+    """Whether this process may run on ``threads`` CPUs for each of ``workers`` workers."""
+    return len(os.sched_getaffinity(0)) >= workers * threads
 
 
 def _free_port() -> int:
@@ -169,7 +174,7 @@ def launch(target: Callable[[Exchange], T], workers: int, *, returns: Sequence[t
     cpus = worker_cpus(workers, threads) if pin else [None] * workers
     # a worker polls its collectives where every worker has CPUs of its own; where they
     # share CPUs, a poller would take a peer's compute time (3 workers on 2 CPUs: 5-9 % slower)
-    poll = len(os.sched_getaffinity(0)) >= workers * threads
+    poll = cpus_each(workers, threads)
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
     address = f"tcp://127.0.0.1:{_free_port()}"

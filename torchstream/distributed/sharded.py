@@ -47,19 +47,20 @@ Statistics = tuple[torch.Tensor, torch.Tensor, int]
 
 
 @contextmanager
-def _ahead(pairs: Sequence[tuple[RunningStandardizer | None, torch.Tensor]],
-           after: list[Statistics]) -> Iterator[None]:
+def _ahead(pairs: Sequence[tuple[RunningStandardizer | None, torch.Tensor]]
+           ) -> Iterator[list[Statistics]]:
     """Inside: each scaler updated by its values (the global batch's, as the step will update
-    it) and its ``update`` doing nothing; outside: as it was before. ``after`` receives each
-    scaler's statistics inside (the step sets them: :meth:`RunningStandardizer.restore`)."""
+    it) and its ``update`` doing nothing; outside: as it was before. Yields each scaler's
+    statistics inside (the step sets them: :meth:`RunningStandardizer.restore`)."""
     held = [(s, v) for s, v in pairs if s is not None]
     before = [s.snapshot() for s, _ in held]
     try:
+        after: list[Statistics] = []
         for s, v in held:
             s.update(v)
             after.append(s.snapshot())
         with _frozen(*(s for s, _ in held)):
-            yield
+            yield after
     finally:
         for (s, _), snap in zip(held, before):
             s.restore(snap)
@@ -181,9 +182,8 @@ class ShardedLearner:
                     ex.explained[i] = e.on_batch(local)
         # the step's gradients, as learn() will take them: the model is not changed before
         target = learner._check_y(y, X.shape[0])  # a bad label is named by its row
-        after: list[Statistics] = []
         scalers = [(learner.input_scaler, X), (learner.target_scaler, target.view(-1, 1))]
-        with _ahead(scalers, after), torch.enable_grad():
+        with _ahead(scalers) as after, torch.enable_grad():
             half = learner._gradients(X[rows], target[rows])
         weights = learner._weights
         share = ex.local_n / ex.n
@@ -194,12 +194,10 @@ class ShardedLearner:
         flat = flat * share if ex.local_n else torch.zeros_like(flat)
         loss = float(half.loss) * share if ex.local_n else 0.0
         stop = ex.stop is not None and ex.stop()
-        summed = ex.synchronise(flat, [loss, float(stop)])
-        grads, offset = [], 0
-        for p in weights:
-            grads.append(summed[offset : offset + p.numel()].view_as(p).to(p.dtype))
-            offset += p.numel()
-        loss, stops = summed[offset:].tolist()
+        *summed, riders = ex.synchronise(flat, [loss, float(stop)]).split(
+            [p.numel() for p in weights] + [2])
+        grads = [g.view_as(p).to(p.dtype) for g, p in zip(summed, weights)]
+        loss, stops = riders.tolist()
         self._tested = _Tested(half, grads, after, loss, stops > 0)
         return predictions[0]
 
